@@ -1,0 +1,42 @@
+# One-command entry points. Every target depends on the virtual environment, so on a fresh
+# machine `make test` alone and `make sweep` alone do all the set-up.
+PY      := .venv/bin/python
+PIP     := .venv/bin/pip
+STAMP   := .venv/.installed
+SWEEP   ?= default
+DATASET ?= mini
+ARGS    ?=
+
+.PHONY: install test sweep sweep-list run bench clean-artifacts
+
+install: $(STAMP)
+
+# torch first and pinned: it is a CPU build on this machine's disk; letting pyserini's
+# dependencies resolve torch would pull a CUDA build of several GB.
+$(STAMP): pyproject.toml
+	python3 -m venv .venv
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests
+
+# The main job: the named sweep on the embedded synthetic data (DATASET=local ARGS='dataset.path=…'
+# for a DAPFAM-format folder), then the results table and plots in runs/report/<sweep>/.
+sweep: $(STAMP)
+	$(PY) -m harness.sweep sweep=$(SWEEP) dataset=$(DATASET) $(ARGS)
+
+sweep-list: $(STAMP)
+	$(PY) -m harness.sweep sweep=$(SWEEP) dataset=$(DATASET) list=true $(ARGS)
+
+run: $(STAMP)
+	$(PY) -m harness.run $(ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean-artifacts:
+	rm -rf indexes/* runs/*
+	touch indexes/.gitkeep runs/.gitkeep

@@ -1,0 +1,47 @@
+"""Passage run -> family run: the scores of a family's retrieved passages become one score.
+
+* ``maxp``: the best passage (Dai & Callan's MaxP);
+* ``avgp``: mean of the family's *retrieved* passages;
+* ``sump``: sum of them (rewards families with many matching passages);
+* ``avg_top3``: mean of the family's top 3 retrieved passage scores (fewer if it has fewer).
+
+Only retrieved passages count: a family's unretrieved passages have no score. The search depth
+(``search.depth``) must therefore be large enough that ``k`` distinct families survive; the
+harness warns when a query ends up with fewer. Documents are units of one passage: ``identity``.
+Vectorised with pandas group-bys; the result is sorted as trec_eval ranks (see :mod:`harness.runs`).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from .data.schema import PASSAGE_SEP
+from .runs import top_k
+
+METHODS = ("maxp", "avgp", "sump", "avg_top3", "identity")
+
+
+def families(unit_ids: pd.Series) -> pd.Series:
+    """``D1#3`` -> ``D1``; ids without the separator are their own family."""
+    return unit_ids.str.rsplit(PASSAGE_SEP, n=1).str[0]
+
+
+def aggregate(run: pd.DataFrame, method: str, k: int | None = None) -> pd.DataFrame:
+    """Aggregate a unit run table to families, keep the top ``k`` per query (all when None)."""
+    if method not in METHODS:
+        raise ValueError(f"aggregation={method!r}: expected one of {METHODS[:-1]}")
+    if method == "identity":
+        out = run[["query_id", "doc_id", "score"]]
+    else:
+        df = run.assign(family=families(run["doc_id"]))
+        g = ["query_id", "family"]
+        if method == "maxp":
+            out = df.groupby(g, sort=False)["score"].max()
+        elif method == "avgp":
+            out = df.groupby(g, sort=False)["score"].mean()
+        elif method == "sump":
+            out = df.groupby(g, sort=False)["score"].sum()
+        else:  # avg_top3
+            top = df.sort_values(["query_id", "family", "score"], ascending=[True, True, False], kind="mergesort")
+            out = top.groupby(g, sort=False).head(3).groupby(g, sort=False)["score"].mean()
+        out = out.reset_index().rename(columns={"family": "doc_id"})
+    return top_k(out, k) if k else out.reset_index(drop=True)

@@ -1,0 +1,98 @@
+"""Relevance judgments split into ALL / IN / OUT, and their TREC exports.
+
+DAPFAM labels each (query, target) pair IN when the two families share at least one 3-character
+IPC code, else OUT; ``NC`` rows (relevance 0) are sampled negatives and never count as relevant.
+The subsets are built from positives only (relevance > 0), so nDCG's ideal ranking and recall's
+denominator are all of a subset's relevant documents.
+
+The label is also recomputed from the IPC3 lists of query and target and compared with the file's
+``domain_rel``; disagreements are reported, and ``dataset.domain_source`` (``file`` | ``ipc3``)
+decides which label is used.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from . import schema as S
+from .schema import DataError
+
+log = logging.getLogger(__name__)
+
+SUBSETS = ("ALL", "IN", "OUT")
+
+
+def ipc3_domain(q_codes, d_codes) -> str:
+    """IN when the two code sets share a 3-character IPC code, else OUT."""
+    return "IN" if set(q_codes) & set(d_codes) else "OUT"
+
+
+@dataclass
+class DomainCheck:
+    """How the file's IN/OUT labels compare with the recomputed IPC3 overlap."""
+
+    pairs: int
+    disagreements: int
+    examples: list[dict]
+
+    def __str__(self) -> str:
+        if not self.disagreements:
+            return f"domain_rel agrees with IPC3 overlap on all {self.pairs} positive pairs"
+        return (f"domain_rel disagrees with IPC3 overlap on {self.disagreements} of {self.pairs} positive pairs, "
+                f"e.g. {self.examples[:3]}")
+
+
+def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain_source: str = "file"):
+    """Positive pairs with a final ``domain`` column, and the check of file vs recomputed labels."""
+    if domain_source not in ("file", "ipc3"):
+        raise DataError(f"dataset.domain_source={domain_source!r}: expected 'file' or 'ipc3'.")
+    pos = qrels[qrels[S.RELEVANCE] > 0].copy()
+    q_codes = dict(zip(queries[S.QUERY_ID], queries[S.IPC3]))
+    pos["ipc3_domain"] = [ipc3_domain(q_codes[q], doc_ipc3[d]) for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])]
+    labelled = pos[S.DOMAIN].isin(["IN", "OUT"])
+    disagree = pos[labelled & (pos[S.DOMAIN] != pos["ipc3_domain"])]
+    check = DomainCheck(
+        pairs=int(labelled.sum()),
+        disagreements=len(disagree),
+        examples=disagree[[S.QUERY_ID, S.DOC_ID, S.DOMAIN, "ipc3_domain"]].head(5).to_dict("records"),
+    )
+    if domain_source == "file" and (~labelled).any():
+        n = int((~labelled).sum())
+        if n == len(pos) or pos[S.DOMAIN].isna().all():
+            log.warning("qrels carry no IN/OUT labels: using IPC3 overlap for all %d positive pairs", n)
+        else:
+            log.warning("%d positive pairs have no IN/OUT label in domain_rel: using IPC3 overlap for them", n)
+    pos["domain"] = pos["ipc3_domain"] if domain_source == "ipc3" else pos[S.DOMAIN].where(labelled, pos["ipc3_domain"])
+    if check.disagreements:
+        log.warning("%s; using the %s label (dataset.domain_source)", check, "IPC3" if domain_source == "ipc3" else "file's")
+    out = pos.rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"})
+    return out[["query_id", "doc_id", "relevance", "domain"]].reset_index(drop=True), check
+
+
+def subset(pos: pd.DataFrame, name: str) -> pd.DataFrame:
+    """ALL, IN or OUT qrels as ir-measures expects them (query_id, doc_id, relevance)."""
+    if name not in SUBSETS:
+        raise ValueError(f"unknown qrels subset {name!r}; expected one of {SUBSETS}")
+    sel = pos if name == "ALL" else pos[pos["domain"] == name]
+    return sel[["query_id", "doc_id", "relevance"]].reset_index(drop=True)
+
+
+def write_trec_qrels(qrels: pd.DataFrame, path: str | Path) -> Path:
+    """``qid 0 docid rel`` lines, readable by trec_eval, Anserini and ir-measures."""
+    from ..store import write_text_atomic
+
+    lines = [f"{q} 0 {d} {int(r)}\n" for q, d, r in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)]
+    write_text_atomic(path, "".join(lines))
+    return Path(path)
+
+
+def write_trec_topics(topics: dict[str, str], path: str | Path) -> Path:
+    """Anserini's TSV topic format (``qid<TAB>text``), with text on one line."""
+    from ..store import write_text_atomic
+
+    lines = [f"{q}\t{' '.join(t.split())}\n" for q, t in topics.items()]
+    write_text_atomic(path, "".join(lines))
+    return Path(path)

@@ -1,0 +1,64 @@
+"""Scores: ir-measures (pytrec_eval provider) over the ALL, IN and OUT qrels.
+
+One ranking is scored against three qrel sets. Each subset's qrels hold all of its relevant
+documents, so nDCG's ideal ranking and recall's denominator come from the judgments, never from
+the retrieved list. Averages are over the queries that have at least one positive in the subset
+(as MTEB does): a query with no OUT citation has no defined OUT score and is left out of OUT's
+mean rather than counted as 0. A query that *has* positives but retrieved nothing scores 0
+(trec_eval's ``-c``), so an empty query text cannot inflate a mean.
+"""
+from __future__ import annotations
+
+import ir_measures
+import pandas as pd
+
+from .data.qrels import SUBSETS
+
+DEFAULT_MEASURES = ("nDCG@100", "R@100")
+
+
+def parse_measures(names) -> list:
+    out = []
+    for n in names:
+        try:
+            out.append(ir_measures.parse_measure(n))
+        except Exception as e:
+            raise ValueError(f"metrics: {n!r} is not an ir-measures measure name (e.g. nDCG@100, R@100, AP@100).") from e
+    return out
+
+
+def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES) -> pd.DataFrame:
+    """``(query_id, measure, value)`` for every query in ``qrels``; missing queries score 0."""
+    ms = parse_measures(measures)
+    qids = sorted(qrels["query_id"].unique())
+    if not qids:
+        return pd.DataFrame(columns=["query_id", "measure", "value"])
+    provider = ir_measures.providers.registry["pytrec_eval"]
+    evaluator = provider.evaluator(ms, qrels[["query_id", "doc_id", "relevance"]])
+    rows = [(m.query_id, str(m.measure), float(m.value)) for m in evaluator.iter_calc(run[["query_id", "doc_id", "score"]])]
+    got = pd.DataFrame(rows, columns=["query_id", "measure", "value"])
+    full = pd.MultiIndex.from_product([qids, [str(m) for m in ms]], names=["query_id", "measure"])
+    got = got.set_index(["query_id", "measure"]).reindex(full, fill_value=0.0).reset_index()
+    return got
+
+
+def score(run: pd.DataFrame, dataset, measures=DEFAULT_MEASURES, subsets=SUBSETS) -> pd.DataFrame:
+    """Per-query table over subsets: ``(subset, query_id, measure, value)``."""
+    parts = []
+    for s in subsets:
+        pq = per_query(run, dataset.qrels(s), measures)
+        pq.insert(0, "subset", s)
+        parts.append(pq)
+    return pd.concat(parts, ignore_index=True)
+
+
+def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
+    """Mean per subset and measure, with the number of queries averaged over."""
+    g = per_query_table.groupby(["subset", "measure"], sort=False)["value"]
+    return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
+
+
+def wide(per_query_table: pd.DataFrame) -> dict:
+    """``{"nDCG@100/ALL": 0.29, ...}`` for results tables."""
+    m = means(per_query_table)
+    return {f"{r.measure}/{r.subset}": float(r.mean) for r in m.itertuples()}

@@ -1,0 +1,292 @@
+"""One experiment as a chain of artifacts: the data path of the design card, made concrete.
+
+    dataset -> units -> index -> unit run -> family run -> [fused run] -> scores
+
+Each method below names its artifact (:class:`harness.store.Artifact`: kind, parameters, parents)
+and, unless planning only, asks the store for it, building it if no finished copy exists. Keys
+include only what determines the artifact, so experiments share prefixes: every query view,
+aggregation and fusion over one target view shares its index; all four aggregations share one
+passage run; RRF reads the family runs the single-backend experiments made.
+
+``plan=True`` builds nothing and returns the same nodes: the sweep listing counts and checks them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from functools import cached_property
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+from . import passages as P
+from .data import Dataset
+from .data import views as V
+from .data.schema import DataError
+from .store import Artifact, Store
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("bm25", "dense")
+GRANULARITIES = ("document", "passage")
+
+
+class ConfigError(ValueError):
+    """A config value the harness cannot run with; the message names the key and the fix."""
+
+
+def _choice(value, allowed, key):
+    if value not in allowed:
+        raise ConfigError(f"{key}={value!r}: expected one of {list(allowed)}.")
+    return value
+
+
+class Experiment:
+    def __init__(self, cfg: DictConfig, dataset: Dataset, store: Store | None = None, plan: bool = False):
+        self.cfg = cfg
+        self.ds = dataset
+        self.store = store or Store(cfg.get("root", "."))
+        self.plan = plan
+        self.nodes: list[Artifact] = []
+        self.granularity = _choice(cfg.granularity.level, GRANULARITIES, "granularity")
+        V.fields(cfg.query_fields.name, "query")
+        V.fields(cfg.target_fields.name, "target")
+        if self.granularity == "passage":
+            P.check(cfg.passage.length, cfg.passage.stride)
+        for key in ("depth", "k"):
+            if not isinstance(cfg.search[key], int) or cfg.search[key] < 1:
+                raise ConfigError(f"search.{key}={cfg.search[key]!r}: expected a positive integer.")
+        if cfg.search.depth < cfg.search.k:
+            raise ConfigError(f"search.depth={cfg.search.depth} < search.k={cfg.search.k}: retrieve at least k units.")
+
+    # ------------------------------------------------------------------ nodes
+    def _ensure(self, art: Artifact, build, describe: str) -> Artifact:
+        if art in self.nodes:  # already planned or built by this experiment
+            return art
+        if not self.plan:
+            self.store.ensure(art, build, describe)
+        self.nodes.append(art)
+        return art
+
+    @cached_property
+    def dataset_node(self) -> Artifact:
+        return Artifact("dataset", {"fingerprint": self.ds.fingerprint})
+
+    def tokenizer(self, backend: str) -> str:
+        t = self.cfg.passage.get("tokenizer", "auto")
+        if t == "auto":
+            return "encoder" if backend == "dense" else "words"
+        return _choice(t, ("words", "encoder"), "passage.tokenizer")
+
+    def encoder_params(self) -> dict:
+        e = self.cfg.encoder
+        return {"model": e.model, "revision": e.get("revision"), "pooling": e.pooling, "normalize": bool(e.normalize),
+                "max_length": int(e.max_length)}
+
+    def units(self, backend: str) -> Artifact:
+        params = {"view": self.cfg.target_fields.name, "granularity": self.granularity}
+        if self.granularity == "passage":
+            tok = self.tokenizer(backend)
+            params |= {"length": int(self.cfg.passage.length),
+                       "stride": P.check(self.cfg.passage.length, self.cfg.passage.stride), "tokenizer": tok}
+            if tok == "encoder":
+                params["encoder_tokenizer"] = self.cfg.encoder.model
+        art = Artifact("units", params, (self.dataset_node,))
+
+        def build(tmp: Path):
+            splitter = None
+            if self.granularity == "passage":
+                hf = self._hf_tokenizer() if params["tokenizer"] == "encoder" else None
+                splitter = P.make_splitter(params["tokenizer"], params["length"], params["stride"], hf)
+            docs = V.target_texts(self.ds.corpus, params["view"])
+            return P.write_units(P.units(docs, splitter), tmp, total=self.ds.n_docs)
+
+        return self._ensure(art, build, f"{self.granularity} units ({params['view']})")
+
+    def index(self, backend: str) -> Artifact:
+        units = self.units(backend)
+        if backend == "bm25":
+            from . import lucene
+
+            art = Artifact("lucene", {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}, (units,))
+            return self._ensure(art, lambda tmp: lucene.build_index(self.store.path(units), tmp / "index",
+                                                                    self.cfg.index.threads), "BM25 index")
+        e = self.cfg.encoder
+        emb = Artifact("embeddings", {**self.encoder_params(), "doc_prefix": e.doc_prefix or ""}, (units,))
+        from . import dense
+
+        self._ensure(emb, lambda tmp: dense.encode_units(self.store.path(units), tmp, self.encoder, e.doc_prefix or ""),
+                     "embeddings")
+        q = self.cfg.dense.get("quantization", "none")
+        art = Artifact("faiss", {"type": "flat_ip", "quantization": q}, (emb,))
+        return self._ensure(art, lambda tmp: dense.build_faiss(self.store.path(emb), tmp, q), "Faiss index")
+
+    def topics(self) -> dict[str, str]:
+        return V.query_texts(self.ds.queries, self.cfg.query_fields.name)
+
+    def unit_run(self, backend: str) -> Artifact:
+        index = self.index(backend)
+        params = {"query_view": self.cfg.query_fields.name, "depth": int(self.cfg.search.depth), "backend": backend}
+        if backend == "bm25":
+            params |= {"k1": float(self.cfg.bm25.k1), "b": float(self.cfg.bm25.b)}
+        else:
+            params |= {"query_prefix": self.cfg.encoder.query_prefix or ""}
+        art = Artifact("unit_run", params, (index, self.dataset_node))
+
+        def build(tmp: Path):
+            from .runs import write_trec
+
+            topics = self.topics()
+            if backend == "bm25":
+                from . import lucene
+
+                run, seconds, empty = lucene.search(self.store.path(index) / "index", topics, params["k1"], params["b"],
+                                                    params["depth"], self.cfg.search.threads,
+                                                    self.cfg.bm25.get("max_clauses", 65536))
+            else:
+                from . import dense
+
+                run, seconds, empty = dense.search(self.store.path(index), topics, self.encoder, params["query_prefix"],
+                                                   params["depth"], self.cfg.search.threads)
+            if empty:
+                log.warning("%d queries have an empty %s text and retrieve nothing (score 0), e.g. %s",
+                            len(empty), params["query_view"], empty[:3])
+            write_trec(run, tmp / "run.trec", f"units-{art.key}")
+            return {"search_seconds": round(seconds, 3), "queries": len(topics), "empty_queries": empty,
+                    "seconds_per_query": round(seconds / max(1, len(topics) - len(empty)), 5)}
+
+        return self._ensure(art, build, f"{backend} search")
+
+    def family_run(self, backend: str) -> Artifact:
+        unit_run = self.unit_run(backend)
+        method = "identity" if self.granularity == "document" else self.cfg.aggregation.name
+        _choice(method, ("identity", "maxp", "avgp", "sump", "avg_top3"), "aggregation")
+        k = int(self.cfg.search.k)
+        art = Artifact("family_run", {"aggregation": method, "k": k}, (unit_run,))
+
+        def build(tmp: Path):
+            from .aggregate import aggregate
+            from .runs import read_trec, write_trec
+
+            run = aggregate(read_trec(self.store.path(unit_run) / "run.trec"), method, k)
+            short = run.groupby("query_id").size()
+            if (short < k).any() and self.granularity == "passage":
+                log.warning("%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
+                            int((short < k).sum()), k, self.cfg.search.depth)
+            t0 = time.perf_counter()
+            write_trec(run, tmp / "run.trec", self.tag(backend))
+            return {"aggregate_seconds": round(time.perf_counter() - t0, 3), "tag": self.tag(backend)}
+
+        return self._ensure(art, build, f"{method} family run")
+
+    def fused_run(self) -> Artifact:
+        f = self.cfg.fusion
+        backends = [_choice(b, BACKENDS, "fusion.backends") for b in f.backends]
+        parts = [self.family_run(b) for b in backends]
+        params = {"method": _choice(f.method, ("rrf",), "fusion.method"), "k": int(f.k), "depth": int(f.depth),
+                  "out_k": int(self.cfg.search.k)}
+        art = Artifact("fused_run", params, tuple(parts))
+
+        def build(tmp: Path):
+            from .fuse import rrf
+            from .runs import read_trec, write_trec
+
+            runs = [read_trec(self.store.path(p) / "run.trec") for p in parts]
+            write_trec(rrf(runs, params["k"], params["depth"], params["out_k"]), tmp / "run.trec", self.tag())
+            return {"tag": self.tag()}
+
+        return self._ensure(art, build, "RRF fused run")
+
+    def final_run(self) -> Artifact:
+        if self.cfg.fusion.get("enabled"):
+            return self.fused_run()
+        return self.family_run(_choice(self.cfg.backend.name, BACKENDS, "backend"))
+
+    def scores(self) -> Artifact:
+        run = self.final_run()
+        metrics = list(self.cfg.metrics)
+        art = Artifact("scores", {"metrics": metrics, "domain_source": self.ds.domain_source}, (run, self.dataset_node))
+
+        def build(tmp: Path):
+            from .evaluate import means, score
+            from .runs import read_trec
+
+            table = score(read_trec(self.store.path(run) / "run.trec"), self.ds, metrics)
+            table.to_csv(tmp / "per_query.csv", index=False)
+            m = means(table)
+            m.to_csv(tmp / "means.csv", index=False)
+            return {"means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
+                    "queries": {r.subset: int(r.queries) for r in m.itertuples()}}
+
+        return self._ensure(art, build, "scores")
+
+    # ------------------------------------------------------------------ helpers
+    def tag(self, backend: str | None = None) -> str:
+        c = self.cfg
+        gran = "doc" if self.granularity == "document" else f"p{c.passage.length}"
+        if self.granularity == "passage" and c.passage.stride not in (None, 0, c.passage.length):
+            gran += f"s{c.passage.stride}"
+        agg = "" if self.granularity == "document" else f".{c.aggregation.name}"
+        if backend is None and c.fusion.get("enabled"):
+            return f"rrf{c.fusion.k}-{'+'.join(c.fusion.backends)}.{c.query_fields.name}-{c.target_fields.name}.{gran}{agg}"
+        return f"{backend or c.backend.name}.{c.query_fields.name}-{c.target_fields.name}.{gran}{agg}"
+
+    @cached_property
+    def encoder(self):
+        from .dense import Encoder
+
+        e = self.cfg.encoder
+        return Encoder(e.model, e.get("revision"), e.pooling, bool(e.normalize), int(e.max_length), int(e.batch_size),
+                       e.get("device", "auto"), e.get("dtype", "float32"))
+
+    def _hf_tokenizer(self):
+        from transformers import AutoTokenizer
+
+        from .dense import resolve_model
+
+        return AutoTokenizer.from_pretrained(resolve_model(self.cfg.encoder.model, self.cfg.encoder.get("revision")))
+
+    def timings(self) -> dict:
+        """Index, encoding and query time of this experiment, read from its artifacts' meta.json."""
+        out = {"index_seconds": 0.0, "encode_seconds": 0.0, "search_seconds": 0.0, "seconds_per_query": 0.0}
+        for n in self.nodes:
+            if n.kind == "dataset" or not self.store.exists(n):
+                continue
+            m = self.store.meta(n)
+            if n.kind in ("lucene", "faiss"):
+                out["index_seconds"] += m.get("index_seconds", m.get("build_seconds", 0.0))
+            elif n.kind == "embeddings":
+                out["encode_seconds"] += m.get("encode_seconds", 0.0)
+            elif n.kind == "unit_run":
+                out["search_seconds"] += m.get("search_seconds", 0.0)
+                out["seconds_per_query"] += m.get("seconds_per_query", 0.0)
+        return {k: round(v, 5) for k, v in out.items()}
+
+    def config_columns(self) -> dict:
+        c = self.cfg
+        fused = bool(c.fusion.get("enabled"))
+        return {
+            "experiment": c.get("name") or self.tag(), "dataset": self.ds.name, "query_fields": c.query_fields.name,
+            "target_fields": c.target_fields.name, "granularity": self.granularity,
+            "passage_length": int(c.passage.length) if self.granularity == "passage" else None,
+            "passage_stride": P.check(c.passage.length, c.passage.stride) if self.granularity == "passage" else None,
+            "aggregation": c.aggregation.name if self.granularity == "passage" else None,
+            "backend": "+".join(c.fusion.backends) if fused else c.backend.name,
+            "fusion": c.fusion.method if fused else None, "fusion_k": int(c.fusion.k) if fused else None,
+            "bm25_k1": float(c.bm25.k1), "bm25_b": float(c.bm25.b), "encoder": c.encoder.model,
+        }
+
+
+def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None) -> dict:
+    """Build (or reuse) everything one experiment needs and return its results-table row."""
+    exp = Experiment(cfg, dataset, store)
+    scores = exp.scores()
+    meta = exp.store.meta(scores)
+    final = exp.final_run()
+    row = {**exp.config_columns(), **meta["means"], **exp.timings(),
+           "queries_ALL": meta["queries"].get("ALL"), "queries_IN": meta["queries"].get("IN"),
+           "queries_OUT": meta["queries"].get("OUT"),
+           "run_file": str(exp.store.path(final) / "run.trec"), "scores_key": scores.key,
+           "config": OmegaConf.to_container(cfg, resolve=True)}
+    return row

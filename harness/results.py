@@ -1,0 +1,46 @@
+"""The results table: one row per experiment, keyed by its scores artifact.
+
+Rows live in ``runs/results.jsonl`` (one JSON object a line, full config included). A row for a
+scores key already present replaces it, so re-running an experiment never duplicates a row. The
+file is rewritten under a lock, atomically.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from filelock import FileLock
+
+from .store import write_text_atomic
+
+
+def add_row(path: str | Path, row: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path) + ".lock"):
+        rows = read_rows(path)
+        rows = [r for r in rows if r.get("scores_key") != row["scores_key"]] + [row]
+        write_text_atomic(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def table(rows: list[dict], drop_config: bool = True) -> pd.DataFrame:
+    df = pd.DataFrame(rows)
+    return df.drop(columns=["config"], errors="ignore") if drop_config else df
+
+
+def format_scores(row: dict, metrics=("nDCG@100", "R@100")) -> str:
+    """The ALL / IN / OUT table printed after an experiment."""
+    lines = [f"{'':10s}" + "".join(f"{s:>9s}" for s in ("ALL", "IN", "OUT"))]
+    for m in metrics:
+        vals = [row.get(f"{m}/{s}") for s in ("ALL", "IN", "OUT")]
+        lines.append(f"{m:10s}" + "".join(f"{v:9.4f}" if v is not None else f"{'-':>9s}" for v in vals))
+    lines.append(f"{'queries':10s}" + "".join(f"{row.get('queries_' + s) or 0:9d}" for s in ("ALL", "IN", "OUT")))
+    return "\n".join(lines)
