@@ -140,6 +140,12 @@ class Store:
             log.info("built %s %s in %.1fs", label, art.key, time.perf_counter() - t0)
         return final
 
+    def report_dir(self, name: str) -> Path:
+        """Where a sweep's table and plots go (``runs/report/<name>/``): rewritten on every run."""
+        p = self.root / "runs" / "report" / name
+        p.mkdir(parents=True, exist_ok=True)
+        return p
+
     def clean_tmp(self) -> int:
         """Remove leftovers of interrupted builds (``.*.tmp`` folders); returns how many."""
         n = 0

@@ -1,0 +1,134 @@
+"""Results of a sweep: one table (CSV and Markdown) and PNG plots.
+
+Columns: the config (views, granularity, passage length, aggregation, backend, fusion and K),
+nDCG@100 and R@100 for ALL / IN / OUT, the OUT/ALL retention of nDCG@100 (how much of a system's
+quality survives when the prior art is in another domain), and query time. Plots:
+
+* ``in_vs_out.png``: nDCG@100 IN against OUT, one point per system, by backend; the dashed line
+  is OUT = IN. Points far below it lose most of their quality across domains;
+* ``passage_length.png``: nDCG@100 (ALL) over passage length, one line per aggregation, one panel
+  per backend (document level drawn as a horizontal reference).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from .results import read_rows, table
+from .store import Store, write_text_atomic
+
+METRIC_COLS = [f"{m}/{s}" for m in ("nDCG@100", "R@100") for s in ("ALL", "IN", "OUT")]
+CONFIG_COLS = ["experiment", "dataset", "query_fields", "target_fields", "granularity", "passage_length",
+               "passage_stride", "aggregation", "backend", "fusion", "fusion_k", "bm25_k1", "bm25_b", "encoder"]
+
+
+def results_frame(rows: list[dict]) -> pd.DataFrame:
+    df = table(rows)
+    if df.empty:
+        return df
+    df["OUT/ALL nDCG@100"] = df["nDCG@100/OUT"] / df["nDCG@100/ALL"].where(df["nDCG@100/ALL"] > 0)
+    df["ms/query"] = 1000 * df["seconds_per_query"]
+    cols = [c for c in CONFIG_COLS + METRIC_COLS + ["OUT/ALL nDCG@100", "ms/query", "index_seconds",
+                                                    "encode_seconds", "run_file", "scores_key"] if c in df]
+    return df[cols].sort_values("nDCG@100/ALL", ascending=False, kind="mergesort").reset_index(drop=True)
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    show = [c for c in ["query_fields", "target_fields", "granularity", "passage_length", "aggregation", "backend",
+                        "fusion_k", *METRIC_COLS, "OUT/ALL nDCG@100", "ms/query"] if c in df]
+    head = "| " + " | ".join(show) + " |\n|" + "|".join("---" for _ in show) + "|\n"
+
+    def fmt(v):
+        if v is None or (isinstance(v, float) and v != v):
+            return ""
+        if isinstance(v, float) and v.is_integer() and abs(v) >= 1:
+            return str(int(v))
+        if isinstance(v, float):
+            return f"{v:.4f}" if abs(v) < 10 else f"{v:.1f}"
+        return str(v)
+
+    return head + "".join("| " + " | ".join(fmt(v) for v in row) + " |\n" for row in df[show].itertuples(index=False))
+
+
+def _system(r) -> str:
+    if isinstance(r.fusion, str) and r.fusion:
+        return "RRF"
+    return r.backend
+
+
+def plot_in_vs_out(df: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 5))
+    systems = df.apply(_system, axis=1)
+    for name, marker in (("bm25", "o"), ("dense", "s"), ("RRF", "^")):
+        sel = df[systems == name]
+        if len(sel):
+            ax.scatter(sel["nDCG@100/IN"], sel["nDCG@100/OUT"], label=name, marker=marker, alpha=0.75)
+    hi = float(max(df["nDCG@100/IN"].max(), df["nDCG@100/OUT"].max(), 0.01)) * 1.05
+    ax.plot([0, hi], [0, hi], "--", color="grey", lw=1, label="OUT = IN")
+    ax.set_xlabel("nDCG@100, IN-domain prior art")
+    ax.set_ylabel("nDCG@100, OUT-of-domain prior art")
+    ax.set_title("IN vs OUT, one point per system")
+    ax.legend()
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_passage_length(df: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    single = df[df["fusion"].isna() | (df["fusion"] == "")] if "fusion" in df else df
+    backends = sorted(single["backend"].dropna().unique())
+    fig, axes = plt.subplots(1, max(1, len(backends)), figsize=(5 * max(1, len(backends)), 4), squeeze=False)
+    for ax, backend in zip(axes[0], backends):
+        b = single[single["backend"] == backend]
+        p = b[b["granularity"] == "passage"]
+        for agg, g in p.groupby("aggregation"):
+            g = g.groupby("passage_length")["nDCG@100/ALL"].max().sort_index()
+            ax.plot(g.index, g.values, marker="o", label=agg)
+        d = b[b["granularity"] == "document"]
+        if len(d):
+            ax.axhline(d["nDCG@100/ALL"].max(), ls="--", color="grey", label="document (best)")
+        if len(p):
+            ax.set_xscale("log", base=2)
+        ax.set_title(f"{backend}: nDCG@100 (ALL) by passage length")
+        ax.set_xlabel("passage length (tokens)")
+        ax.set_ylabel("nDCG@100")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def write_report(store: Store, results_path: Path, keys: list[str], name: str) -> Path:
+    """Table and plots of the experiments with these scores keys."""
+    wanted = set(keys)
+    rows = [r for r in read_rows(results_path) if r.get("scores_key") in wanted]
+    out = store.report_dir(name)
+    df = results_frame(rows)
+    if df.empty:
+        return out
+    tmp = out / "results.csv.tmp"
+    df.to_csv(tmp, index=False)
+    os.replace(tmp, out / "results.csv")
+    write_text_atomic(out / "results.md", f"# Sweep `{name}`: {len(df)} experiments\n\n" + to_markdown(df))
+    plot_in_vs_out(df, out / "in_vs_out.png")
+    plot_passage_length(df, out / "passage_length.png")
+    return out

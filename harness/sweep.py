@@ -1,0 +1,182 @@
+"""Sweeps: named grids of experiments, listed before they run, resumable, reported after.
+
+    python -m harness.sweep sweep=default                  # run (make sweep)
+    python -m harness.sweep sweep=default list=true        # what it needs and what is cached
+    python -m harness.sweep sweep=paper dataset=local dataset.path=DIR launcher=local_parallel
+
+A sweep file (``conf/sweep/<name>.yaml``) holds blocks; each block is a Cartesian product of Hydra
+overrides, written as on a ``-m`` command line. A sweep is the union of its experiments' paths:
+listing it counts the distinct artifact keys of every experiment and checks which exist; running
+it builds the missing ones. Every artifact is computed once, so an interrupted sweep resumes where
+it stopped and a finished sweep run again only reads ``meta.json`` files.
+
+Launchers: ``basic`` (default) runs the experiments in this process, one after another, sharing
+one JVM and one loaded dataset. Any other value is a Hydra launcher config (``local_parallel``,
+``joblib``, ``submitit_local``, ``slurm``): each block is handed to ``python -m harness.run -m``
+with ``hydra/launcher=<value>``; jobs that need the same index wait on its lock and reuse it.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+log = logging.getLogger("harness.sweep")
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+OWN_KEYS = ("sweep", "list", "launcher")
+
+
+def load_sweep(name: str):
+    path = CONF / "sweep" / f"{name}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
+        raise SystemExit(f"sweep={name}: no {path}. Fix: one of {known}, or add conf/sweep/{name}.yaml.")
+    spec = OmegaConf.load(path)
+    if "blocks" not in spec or not spec.blocks:
+        raise SystemExit(f"{path}: needs a non-empty 'blocks:' mapping of Hydra overrides.")
+    return spec
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
+    """``[(block, [override, ...]), ...]``, one per experiment; ``extra`` overrides win."""
+    extra_keys = {_key(o) for o in extra}
+    jobs = []
+    for block, params in spec.blocks.items():
+        keys = [k for k in params if k.lstrip("+") not in extra_keys]
+        values = [str(params[k]).split(",") for k in keys]
+        for combo in itertools.product(*values):
+            jobs.append((block, [f"{k}={v.strip()}" for k, v in zip(keys, combo)] + list(extra)))
+    return jobs
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return hydra_compose("config", overrides=overrides)
+
+
+class DatasetCache:
+    """One load per distinct dataset config across the sweep."""
+
+    def __init__(self):
+        self._cache = {}
+
+    def get(self, cfg):
+        from . import data
+
+        key = OmegaConf.to_yaml(cfg.dataset) + str(cfg.root)
+        if key not in self._cache:
+            self._cache[key] = data.load(cfg.dataset, cfg.root)
+        return self._cache[key]
+
+
+def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
+    """Compose every job and collect its artifact nodes without building anything."""
+    from .experiment import Experiment
+    from .store import Store
+
+    nodes, scores, store = {}, {}, None
+    for _, overrides in jobs:
+        cfg = compose(overrides)
+        store = store or Store(cfg.root)
+        exp = Experiment(cfg, datasets.get(cfg), store, plan=True)
+        s = exp.scores()
+        scores.setdefault(s.key, (overrides, cfg))
+        for n in exp.nodes:
+            nodes[n.key] = n
+    return list(nodes.values()), {"scores": scores, "store": store}
+
+
+def listing(name: str, jobs, nodes, store) -> str:
+    labels = {"units": "unit sets (views x granularity)", "lucene": "BM25 indexes", "embeddings": "encodings",
+              "faiss": "Faiss indexes", "unit_run": "searches", "family_run": "family runs (aggregations)",
+              "fused_run": "fused runs (RRF)", "scores": "experiments (distinct scores)"}
+    total, cached = Counter(), Counter()
+    for n in nodes:
+        total[n.kind] += 1
+        cached[n.kind] += store.exists(n)
+    lines = [f"sweep {name}: {len(jobs)} jobs, {total['scores']} distinct experiments"]
+    idx = total["lucene"] + total["faiss"]
+    idx_c = cached["lucene"] + cached["faiss"]
+    lines.append(f"  {'indexes (view x granularity x backend)':42s} {idx:5d}  cached {idx_c:5d}")
+    for kind, label in labels.items():
+        if total[kind]:
+            lines.append(f"  {label:42s} {total[kind]:5d}  cached {cached[kind]:5d}")
+    missing = sum(total.values()) - sum(cached.values())
+    lines.append(f"  to build: {missing} artifact(s)" if missing else "  everything is cached: the sweep only reads meta.json")
+    return "\n".join(lines)
+
+
+def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
+    from tqdm.auto import tqdm
+
+    from .experiment import run_experiment
+    from .results import add_row
+
+    failed = []
+    for key, (overrides, cfg) in tqdm(scores.items(), desc="sweep", unit=" exp", disable=None):
+        try:
+            row = run_experiment(cfg, datasets.get(cfg))
+            add_row(Path(cfg.root) / cfg.results, row)
+        except Exception as e:  # keep going: one bad experiment should not stop a night's sweep
+            log.error("experiment %s failed: %s", " ".join(overrides), e)
+            failed.append(" ".join(overrides))
+    return failed
+
+
+def run_launcher(spec, extra: list[str], launcher: str) -> list[str]:
+    failed = []
+    for block, params in spec.blocks.items():
+        extra_keys = {_key(o) for o in extra}
+        args = [f"{k}={v}" for k, v in params.items() if k.lstrip("+") not in extra_keys] + list(extra)
+        cmd = [sys.executable, "-m", "harness.run", "-m", f"hydra/launcher={launcher}", *args]
+        log.info("block %s: %s", block, " ".join(cmd))
+        if subprocess.run(cmd, cwd=CONF.parent).returncode != 0:
+            failed.append(block)
+    return failed
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
+    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own = {_key(a): a.split("=", 1)[1] for a in argv if "=" in a and _key(a) in OWN_KEYS}
+    extra = [a for a in argv if not ("=" in a and _key(a) in OWN_KEYS)]
+    name = own.get("sweep", "default")
+    spec = load_sweep(name)
+    jobs = expand(spec, extra)
+    datasets = DatasetCache()
+    t0 = time.perf_counter()
+    nodes, info = plan(jobs, datasets)
+    store = info["store"]
+    print(listing(name, jobs, nodes, store), flush=True)
+    if own.get("list", "false").lower() in ("1", "true", "yes"):
+        return 0
+    launcher = own.get("launcher", "basic")
+    failed = run_basic(info["scores"], datasets) if launcher == "basic" else run_launcher(spec, extra, launcher)
+    from .report import write_report
+
+    first_cfg = next(iter(info["scores"].values()))[1]
+    out = write_report(store, Path(first_cfg.root) / first_cfg.results, list(info["scores"]), name)
+    print(f"sweep {name}: {len(info['scores'])} experiments in {time.perf_counter() - t0:.1f}s; report in {out}")
+    if failed:
+        print(f"{len(failed)} failed: " + "; ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
