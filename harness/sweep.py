@@ -34,7 +34,8 @@ OWN_KEYS = ("sweep", "list", "launcher")
 
 
 def load_sweep(name: str):
-    path = CONF / "sweep" / f"{name}.yaml"
+    """A sweep by name (``conf/sweep/<name>.yaml``) or by path to a YAML file of the same shape."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else CONF / "sweep" / f"{name}.yaml"
     if not path.exists():
         known = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
         raise SystemExit(f"sweep={name}: no {path}. Fix: one of {known}, or add conf/sweep/{name}.yaml.")
@@ -155,8 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own = {_key(a): a.split("=", 1)[1] for a in argv if "=" in a and _key(a) in OWN_KEYS}
     extra = [a for a in argv if not ("=" in a and _key(a) in OWN_KEYS)]
-    name = own.get("sweep", "default")
-    spec = load_sweep(name)
+    spec = load_sweep(own.get("sweep", "default"))
+    name = Path(own.get("sweep", "default")).stem
     jobs = expand(spec, extra)
     datasets = DatasetCache()
     t0 = time.perf_counter()

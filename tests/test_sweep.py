@@ -1,0 +1,94 @@
+"""Sweeps: expansion, listing counts, resume after SIGKILL, second run, launchers, report."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, tiny_overrides
+from harness.sweep import expand, load_sweep, main
+
+SWEEP = """
+blocks:
+  docs:
+    +experiment: doc_bm25,doc_dense
+    query_fields: TA,TAC
+    target_fields: TA,FULL
+  passages:
+    +experiment: passage_bm25
+    target_fields: FULL
+    passage.length: 32,64
+    aggregation: maxp,sump
+  rrf:
+    +experiment: rrf_doc
+    target_fields: TA
+    fusion.k: 10,60
+"""
+
+
+@pytest.fixture
+def sweep_file(tmp_path):
+    p = tmp_path / "small.yaml"
+    p.write_text(SWEEP)
+    return p
+
+
+def args(root, sweep_file, *extra):
+    return [f"sweep={sweep_file}", f"root={root}", *tiny_overrides(), *extra]
+
+
+def test_expand_is_the_product_of_each_block(sweep_file):
+    jobs = expand(load_sweep(str(sweep_file)), ["query_fields=T"])
+    assert len(jobs) == 2 * 1 * 2 + 2 * 2 + 2  # query_fields pinned by the extra override
+    assert all(j[1].count("query_fields=T") == 1 for j in jobs)
+
+
+def test_listing_counts_distinct_indexes(tmp_path, sweep_file, capsys):
+    assert main(args(tmp_path, sweep_file, "list=true")) == 0
+    out = capsys.readouterr().out
+    # distinct (view, granularity, backend): bm25 doc TA, doc FULL, p32 FULL, p64 FULL; dense doc TA, doc FULL
+    assert "indexes (view x granularity x backend)         6  cached     0" in out
+    assert "searches" in out and "experiments (distinct scores)                 14" in out
+    assert not (tmp_path / "runs" / "unit_run").exists()  # listing builds nothing
+
+
+def _scores(root):
+    rows = pd.read_json(Path(root) / "runs" / "results.jsonl", lines=True)
+    return rows.set_index("scores_key")[["nDCG@100/ALL", "nDCG@100/OUT", "R@100/IN"]].sort_index()
+
+
+def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "harness.sweep", *args(tmp_path / "a", sweep_file)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    emb = tmp_path / "a" / "indexes" / "embeddings"
+    deadline = time.time() + 240
+    while time.time() < deadline and not (emb.exists() and any(emb.glob(".*.tmp"))):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)  # mid-encoding, after BM25 runs were finished
+    proc.wait()
+    assert not [p for p in emb.glob("*") if p.is_dir() and not p.name.startswith(".")]
+    assert main(args(tmp_path / "a", sweep_file)) == 0
+    assert main(args(tmp_path / "b", sweep_file)) == 0  # uninterrupted
+    pd.testing.assert_frame_equal(_scores(tmp_path / "a"), _scores(tmp_path / "b"))
+    t0 = time.perf_counter()
+    assert main(args(tmp_path / "b", sweep_file)) == 0
+    assert time.perf_counter() - t0 < 60
+    report = tmp_path / "b" / "runs" / "report" / "small"
+    assert {p.name for p in report.iterdir()} >= {"results.csv", "results.md", "in_vs_out.png", "passage_length.png"}
+    assert len(pd.read_csv(report / "results.csv")) == 14
+
+
+def test_submitit_local_launcher(tmp_path):
+    sweep = tmp_path / "two.yaml"
+    sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25\n    query_fields: T,TA\n")
+    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, "launcher=submitit_local",
+                        "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(pd.read_json(tmp_path / "runs" / "results.jsonl", lines=True)) == 2
+    assert len([p for p in (tmp_path / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1  # one index for both
