@@ -44,6 +44,9 @@ def resolve_model(model: str, revision: str | None = None) -> str:
         return str(path)
     if os.path.exists(model):
         return model
+    if model.startswith((".", "/", "~")) or os.sep in model.strip("/").split("/", 1)[-1]:
+        raise FileNotFoundError(f"encoder.model={model}: no such folder. Fix: a local model folder, an HF id "
+                                f"(org/name) where the hub is reachable, or {PACKAGED}.")
     if revision:
         from huggingface_hub import snapshot_download
 
@@ -158,6 +161,9 @@ def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: st
 
     qids = [q for q, t in topics.items() if t.strip()]
     empty = [q for q, t in topics.items() if not t.strip()]
+    for f in ("index", "docid"):
+        if not (Path(index_dir) / f).exists():
+            raise FileNotFoundError(f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it.")
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
     t0 = time.perf_counter()
     q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries")

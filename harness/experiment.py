@@ -59,6 +59,17 @@ class Experiment:
                 raise ConfigError(f"search.{key}={cfg.search[key]!r}: expected a positive integer.")
         if cfg.search.depth < cfg.search.k:
             raise ConfigError(f"search.depth={cfg.search.depth} < search.k={cfg.search.k}: retrieve at least k units.")
+        if cfg.fusion.get("enabled"):
+            backends = list(cfg.fusion.backends)
+            if len(set(backends)) < 2 or any(b not in BACKENDS for b in backends):
+                raise ConfigError(f"fusion.backends={backends}: RRF fuses at least two different backends of {list(BACKENDS)}.")
+            if not isinstance(cfg.fusion.k, int) or cfg.fusion.k < 0:
+                raise ConfigError(f"fusion.k={cfg.fusion.k!r}: expected a non-negative integer (paper: 10, 30, 60, 100).")
+        if self.granularity == "passage" or cfg.fusion.get("enabled"):
+            _choice(cfg.aggregation.name, ("maxp", "avgp", "sump", "avg_top3"), "aggregation")
+        _choice(cfg.backend.name, BACKENDS, "backend")
+        _choice(cfg.encoder.pooling, ("mean", "cls"), "encoder.pooling")
+        _choice(cfg.dense.get("quantization", "none"), ("none", "int8"), "dense.quantization")
 
     # ------------------------------------------------------------------ nodes
     def _ensure(self, art: Artifact, build, describe: str) -> Artifact:

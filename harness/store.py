@@ -116,6 +116,9 @@ class Store:
             if final.exists():  # a crashed build that left no meta.json: not an artifact
                 log.warning("removing unfinished %s at %s", label, final)
                 shutil.rmtree(final)
+            for stale in final.parent.glob(f".{art.key}.*.tmp"):  # killed builders' leftovers; we hold the lock
+                log.warning("removing the temporary folder of an interrupted build: %s", stale)
+                shutil.rmtree(stale, ignore_errors=True)
             tmp = Path(tempfile.mkdtemp(prefix=f".{art.key}.", suffix=".tmp", dir=final.parent))
             try:
                 log.info("building %s %s", label, art.key)
