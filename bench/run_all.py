@@ -1,0 +1,23 @@
+"""`make bench`: the quick benchmarks, each printing one or more RATIO lines."""
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+QUICK = [
+    ["bm25_search.py"],
+    ["indexing.py"],
+    ["encoding.py"],
+    ["sweep_rerun.py", "dataset.params.n_docs=200", "dataset.params.n_queries=15"],
+    ["dapfam_scale.py", "--families", "3000"],
+]
+
+failed = 0
+for script, *args in QUICK:
+    r = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True)
+    lines = [l for l in r.stdout.splitlines() if l.startswith("RATIO")]
+    print("\n".join(lines) if lines else f"{script}: no ratio printed", flush=True)
+    if r.returncode != 0:
+        failed += 1
+        print(r.stderr[-2000:], file=sys.stderr)
+sys.exit(1 if failed else 0)

@@ -1,0 +1,29 @@
+"""A sweep's second run vs its first, in a fresh artifact root. Ratio = second / first seconds."""
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _util import ROOT, report
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sweep", default="default")
+    ap.add_argument("extra", nargs="*", help="extra overrides, e.g. dataset.params.n_docs=200")
+    a = ap.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
+    cmd = [sys.executable, "-m", "harness.sweep", f"sweep={a.sweep}", f"root={root}", *a.extra]
+    times = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    report("sweep second/first run", times[1] / times[0],
+           f"sweep={a.sweep} {' '.join(a.extra)}: first {times[0]:.1f}s, second {times[1]:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
