@@ -66,7 +66,8 @@ class Encoder:
     """pyserini's AutoDocumentEncoder with length-sorted batches, no autograd and a progress bar."""
 
     def __init__(self, model: str, revision: str | None = None, pooling: str = "mean", normalize: bool = True,
-                 max_length: int = 256, batch_size: int = 64, device: str = "auto", dtype: str = "float32"):
+                 max_length: int = 256, batch_size: int = 64, device: str = "auto", dtype: str = "float32",
+                 trust_remote_code: bool = False):
         import torch
         from pyserini.encode import AutoDocumentEncoder
 
@@ -75,7 +76,10 @@ class Encoder:
         self.path = resolve_model(model, revision)
         self.device = resolve_device(device)
         try:
-            self.impl = AutoDocumentEncoder(self.path, device=self.device, pooling=pooling, l2_norm=normalize)
+            if trust_remote_code:
+                self.impl = _remote_code_encoder(self.path, self.device, pooling, normalize)
+            else:
+                self.impl = AutoDocumentEncoder(self.path, device=self.device, pooling=pooling, l2_norm=normalize)
         except OSError as e:
             raise OSError(f"encoder.model={model}: cannot load ({e}). Fix: a local folder, an HF id where the hub is "
                           f"reachable, or the packaged default {PACKAGED}.") from e
@@ -113,6 +117,20 @@ class Encoder:
                     out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
                 out[idx] = emb.astype(np.float32)
         return out
+
+
+def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
+    """pyserini's AutoDocumentEncoder for models with custom code (e.g. arctic-embed-m-v2.0, a GTE
+    architecture): its constructor cannot pass ``trust_remote_code``, so we set the attributes its
+    ``encode`` reads ourselves."""
+    from pyserini.encode import AutoDocumentEncoder
+    from transformers import AutoModel, AutoTokenizer
+
+    enc = AutoDocumentEncoder.__new__(AutoDocumentEncoder)
+    enc.device, enc.pooling, enc.l2_norm, enc.prefix, enc.has_model = device, pooling, normalize, None, True
+    enc.model = AutoModel.from_pretrained(path, trust_remote_code=True).to(device)
+    enc.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
+    return enc
 
 
 def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "") -> dict:

@@ -256,7 +256,7 @@ class Experiment:
 
         e = self.cfg.encoder
         return Encoder(e.model, e.get("revision"), e.pooling, bool(e.normalize), int(e.max_length), int(e.batch_size),
-                       e.get("device", "auto"), e.get("dtype", "float32"))
+                       e.get("device", "auto"), e.get("dtype", "float32"), bool(e.get("trust_remote_code", False)))
 
     def _hf_tokenizer(self):
         from transformers import AutoTokenizer

