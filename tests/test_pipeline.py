@@ -160,3 +160,26 @@ def test_interrupted_build_is_not_taken_for_finished(tmp_path):
     assert not store.exists(art) and not store.path(art).exists()
     store.ensure(art, lambda tmp: (tmp / "run.trec").write_text("full") and None)
     assert (store.path(art) / "run.trec").read_text() == "full"
+
+
+def test_int8_faiss_index_is_close_to_flat(cfg_factory):
+    flat = execute(cfg_factory("+experiment=doc_dense", "target_fields=TA"))
+    sq = execute(cfg_factory("+experiment=doc_dense", "target_fields=TA", "dense.quantization=int8"))
+    assert sq["run_file"] != flat["run_file"] and sq["encode_seconds"] == flat["encode_seconds"]  # one encoding
+    assert sq["nDCG@100/ALL"] == pytest.approx(flat["nDCG@100/ALL"], abs=0.02)
+
+
+def test_export_writes_trec_files_that_score_like_the_harness(cfg_factory, tmp_path):
+    import ir_measures
+
+    from harness import data
+    from harness.export import export
+
+    cfg = cfg_factory("+experiment=doc_bm25")
+    row = execute(cfg)
+    files = export(data.load(cfg.dataset, cfg.root), tmp_path / "exp")
+    assert {p.name for p in files} >= {"qrels.all.txt", "qrels.in.txt", "qrels.out.txt", "topics.TA.tsv", "topics.KW.tsv"}
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "exp" / "qrels.out.txt")))
+    run = list(ir_measures.read_trec_run(row["run_file"]))
+    got = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
+    assert got == pytest.approx(row["nDCG@100/OUT"], abs=1e-9)

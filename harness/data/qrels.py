@@ -90,9 +90,9 @@ def write_trec_qrels(qrels: pd.DataFrame, path: str | Path) -> Path:
 
 
 def write_trec_topics(topics: dict[str, str], path: str | Path) -> Path:
-    """Anserini's TSV topic format (``qid<TAB>text``), with text on one line."""
+    """Anserini's TSV topic format (``qid<TAB>text``), with text on one line; empty topics are left out."""
     from ..store import write_text_atomic
 
-    lines = [f"{q}\t{' '.join(t.split())}\n" for q, t in topics.items()]
+    lines = [f"{q}\t{' '.join(t.split())}\n" for q, t in topics.items() if t.strip()]
     write_text_atomic(path, "".join(lines))
     return Path(path)
