@@ -51,21 +51,29 @@ def main():
     ap.add_argument("--chars", type=int, default=68000)
     ap.add_argument("--length", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--corpus", default=None, help="reuse a corpus.parquet written by an earlier run")
     a = ap.parse_args()
     from harness import jvm  # noqa: F401
     from harness import lucene, passages
     from harness.data import views as V
+    from harness.data import schema as S
     from harness.data.dapfam import ParquetCorpus
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     t = {}
     # Generate in a child process, so that this process's peak RSS is the harness's alone.
-    with timer(t, "generate"), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        text_bytes = pool.submit(write_corpus, tmp / "corpus.parquet", a.families, a.chars).result()
+    corpus = Path(a.corpus) if a.corpus else tmp / "corpus.parquet"
+    if a.corpus:
+        text_bytes = sum(len(t) for b in ParquetCorpus(corpus).iter_batches([S.TITLE, S.ABSTRACT, S.CLAIMS, S.DESCRIPTION])
+                         for c in (S.TITLE, S.ABSTRACT, S.CLAIMS, S.DESCRIPTION) for t in b[c])
+        a.families = pq.ParquetFile(corpus).metadata.num_rows
+    else:
+        with timer(t, "generate"), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+            text_bytes = pool.submit(write_corpus, corpus, a.families, a.chars).result()
     base = peak_rss_mib()
     with timer(t, "passage"):
         splitter = passages.make_splitter("words", a.length, a.length)
-        n = passages.write_units(passages.units(V.target_texts(ParquetCorpus(tmp / "corpus.parquet"), "FULL", 256),
+        n = passages.write_units(passages.units(V.target_texts(ParquetCorpus(corpus), "FULL", 256),
                                                 splitter), tmp / "units")
     rss_passage = peak_rss_mib()
     with timer(t, "index"):

@@ -75,7 +75,7 @@ def test_damaged_index_is_reported_with_the_fix(tmp_path):
 
 
 def _cli(root, *overrides):
-    return [sys.executable, "-m", "harness.run", f"root={root}", *tiny_overrides(), *overrides]
+    return [sys.executable, "-m", "harness.run", f"root={root}", f"hydra.run.dir={root}/hydra", *tiny_overrides(), *overrides]
 
 
 def _read_scores(root):
