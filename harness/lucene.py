@@ -54,6 +54,20 @@ def set_max_clauses(n: int) -> None:
     autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(int(n))
 
 
+def _raise_for_failing_query(searcher, topics: dict, ids: list, max_clauses: int, batch_error: Exception):
+    """Re-run a failed batch one query at a time to name the query and the cause."""
+    for q in ids:
+        try:
+            searcher.search(topics[q], k=1)
+        except Exception as e:
+            msg = str(e)
+            if "TooManyClauses" in msg or "maxClauseCount" in msg or "too many clauses" in msg.lower():
+                raise RuntimeError(f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: raise "
+                                   f"bm25.max_clauses or use a shorter query view.") from e
+            raise RuntimeError(f"BM25 search failed on query {q!r}: {msg.splitlines()[0]}") from e
+    raise batch_error
+
+
 def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: int, threads: int = 2,
            max_clauses: int = 65536, batch: int = 256):
     """Batch BM25 search. Returns (run table, seconds spent searching, queries with no text)."""
@@ -78,11 +92,8 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
         t0 = time.perf_counter()
         try:
             hits = searcher.batch_search([topics[q] for q in ids], ids, k=int(depth), threads=int(threads))
-        except Exception as e:
-            if "TooManyClauses" in str(e) or "maxClauseCount" in str(e):
-                raise RuntimeError(f"a query in {ids[0]}..{ids[-1]} has more than bm25.max_clauses={max_clauses} distinct "
-                                   f"terms. Fix: raise bm25.max_clauses or use a shorter query view.") from e
-            raise
+        except Exception as e:  # a failure inside Anserini's thread pool only says "queryCount != completed"
+            _raise_for_failing_query(searcher, topics, ids, max_clauses, e)
         seconds += time.perf_counter() - t0
         parts.append(from_hits(hits))
     searcher.close()

@@ -183,3 +183,22 @@ def test_export_writes_trec_files_that_score_like_the_harness(cfg_factory, tmp_p
     run = list(ir_measures.read_trec_run(row["run_file"]))
     got = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
     assert got == pytest.approx(row["nDCG@100/OUT"], abs=1e-9)
+
+
+def test_long_queries_beyond_lucenes_default_clause_limit(cfg_factory):
+    """TAC queries run to thousands of distinct terms: the raised clause limit keeps them all."""
+    from harness import lucene
+
+    cfg = cfg_factory("+experiment=doc_bm25")
+    execute(cfg)
+    index = next(p for p in (Path(cfg.root) / "indexes" / "lucene").iterdir() if p.is_dir()) / "index"
+    from harness import data
+    from harness.data import views as V
+
+    doc_id, text = next(V.target_texts(data.load(cfg.dataset, cfg.root).corpus, "TAC"))
+    long_query = " ".join(f"term{i}x" for i in range(3000)) + " " + text
+    run, _, _ = lucene.search(index, {"q": long_query}, 0.9, 0.4, 10)
+    assert run.sort_values("score", ascending=False).doc_id.iloc[0] == doc_id  # every term counted, no TooManyClauses
+    with pytest.raises(RuntimeError, match="bm25.max_clauses=100"):
+        lucene.search(index, {"q": long_query}, 0.9, 0.4, 10, max_clauses=100)
+    lucene.set_max_clauses(65536)
