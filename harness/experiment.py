@@ -17,13 +17,11 @@ import time
 from functools import cached_property
 from pathlib import Path
 
-import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from . import passages as P
 from .data import Dataset
 from .data import views as V
-from .data.schema import DataError
 from .store import Artifact, Store
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,6 @@
 """Data layer: local DAPFAM folders, BEIR folders, mini, qrels subsets, views, exports, errors."""
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -3,7 +3,6 @@ import logging
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from harness.results import read_rows

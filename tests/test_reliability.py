@@ -1,5 +1,4 @@
 """Bad inputs, crash safety, concurrency and determinism of the artifact path."""
-import os
 import signal
 import subprocess
 import sys

@@ -19,7 +19,7 @@ from .schema import DataError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Dataset", "DataError", "load", "load_local", "load_beir", "load_mini", "load_hub"]
+__all__ = ["Dataset", "DataError", "DomainCheck", "load", "load_local", "load_beir", "load_mini", "load_hub"]
 
 
 @dataclass
