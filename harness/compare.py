@@ -115,24 +115,11 @@ def plot_differences(per_query: dict[str, pd.DataFrame], baseline: str, path: Pa
 
 
 def load_per_query(results: Path, names: list[str]) -> dict[str, pd.DataFrame]:
-    """Per-query tables of the named systems (experiment name, run tag or scores key)."""
-    from .results import read_rows
+    """Per-query tables of the named systems (experiment name, run folder or scores key)."""
+    from .results import find, scores_dir
 
-    rows = read_rows(results)
-    if not rows:
-        raise SystemExit(f"{results}: no results yet. Fix: run experiments first (python -m harness.run ...).")
-    out = {}
-    for name in names:
-        hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"), Path(r["run_file"]).parent.name)]
-        if not hits:
-            raise SystemExit(f"{results}: no experiment named {name!r}. Fix: use an experiment name or scores key from "
-                             f"the table, e.g. {[r.get('experiment') for r in rows[:5]]}.")
-        if len(hits) > 1:
-            raise SystemExit(f"{results}: {len(hits)} experiments are named {name!r}; use a scores key instead: "
-                             f"{[h['scores_key'] for h in hits]}.")
-        root = results.resolve().parents[1]
-        out[name] = pd.read_csv(root / "runs" / "scores" / hits[0]["scores_key"] / "per_query.csv", dtype={"query_id": str})
-    return out
+    return {name: pd.read_csv(scores_dir(results, find(results, name)) / "per_query.csv", dtype={"query_id": str})
+            for name in names}
 
 
 def main(argv=None) -> int:

@@ -31,6 +31,26 @@ def read_rows(path: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def find(results: str | Path, name: str) -> dict:
+    """The one row named ``name``: an experiment name, a run tag folder or a scores key."""
+    rows = read_rows(results)
+    if not rows:
+        raise SystemExit(f"{results}: no results yet. Fix: run experiments first (python -m harness.run ...).")
+    hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"), Path(r["run_file"]).parent.name)]
+    if not hits:
+        raise SystemExit(f"{results}: no experiment named {name!r}. Fix: use an experiment name or scores key from "
+                         f"the table, e.g. {sorted({str(r.get('experiment')) for r in rows})[:5]}.")
+    if len(hits) > 1:
+        raise SystemExit(f"{results}: {len(hits)} experiments are named {name!r}; use a scores key instead: "
+                         f"{[h['scores_key'] for h in hits]}.")
+    return hits[0]
+
+
+def scores_dir(results: str | Path, row: dict) -> Path:
+    """The scores artifact of a row (``<root>/runs/scores/<key>``; the table lives in ``<root>/runs/``)."""
+    return Path(results).resolve().parent / "scores" / row["scores_key"]
+
+
 def table(rows: list[dict], drop_config: bool = True) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     return df.drop(columns=["config"], errors="ignore") if drop_config else df

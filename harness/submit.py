@@ -22,20 +22,13 @@ from .store import write_text_atomic
 
 
 def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
-    from .results import read_rows
+    from .results import find, scores_dir
     from .validate_run import validate
 
-    rows = read_rows(results)
-    chosen = []
-    for name in names:
-        hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"))]
-        if len(hits) != 1:
-            raise SystemExit(f"{results}: {len(hits)} experiments match {name!r}. Fix: name one experiment or scores key.")
-        chosen.append(hits[0])
+    chosen = [find(results, name) for name in names]
     qids = docids = None
     if dataset is not None:
         qids, docids = set(dataset.query_ids), set(dataset.doc_ipc3)
-    root = results.resolve().parents[1]
     for r in chosen:
         problems = validate(r["run_file"], None, 100, qids, docids)
         if problems:
@@ -43,7 +36,7 @@ def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     readme = ["# Submission", "", "| run | nDCG@100 ALL | IN | OUT | R@100 ALL | config hash |", "|---|---|---|---|---|---|"]
     for r in chosen:
-        man = json.loads((root / "runs" / "scores" / r["scores_key"] / "manifest.json").read_text())
+        man = json.loads((scores_dir(results, r) / "manifest.json").read_text())
         tag = man["tag"]
         shutil.copyfile(r["run_file"], out / f"{tag}.trec")
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))

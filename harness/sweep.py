@@ -49,15 +49,19 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def block_params(params, extra: list[str]) -> dict[str, str]:
+    """A block's ``key: "v1,v2"`` pairs, less the keys that command-line overrides set."""
+    extra_keys = {_key(o) for o in extra}
+    return {k: str(v) for k, v in params.items() if k.lstrip("+") not in extra_keys}
+
+
 def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
     """``[(block, [override, ...]), ...]``, one per experiment; ``extra`` overrides win."""
-    extra_keys = {_key(o) for o in extra}
     jobs = []
     for block, params in spec.blocks.items():
-        keys = [k for k in params if k.lstrip("+") not in extra_keys]
-        values = [str(params[k]).split(",") for k in keys]
-        for combo in itertools.product(*values):
-            jobs.append((block, [f"{k}={v.strip()}" for k, v in zip(keys, combo)] + list(extra)))
+        kept = block_params(params, extra)
+        for combo in itertools.product(*(v.split(",") for v in kept.values())):
+            jobs.append((block, [f"{k}={v.strip()}" for k, v in zip(kept, combo)] + list(extra)))
     return jobs
 
 
@@ -141,8 +145,7 @@ def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
 def run_launcher(spec, extra: list[str], launcher: str) -> list[str]:
     failed = []
     for block, params in spec.blocks.items():
-        extra_keys = {_key(o) for o in extra}
-        args = [f"{k}={v}" for k, v in params.items() if k.lstrip("+") not in extra_keys] + list(extra)
+        args = [f"{k}={v}" for k, v in block_params(params, extra).items()] + list(extra)
         cmd = [sys.executable, "-m", "harness.run", "-m", f"hydra/launcher={launcher}", *args]
         log.info("block %s: %s", block, " ".join(cmd))
         if subprocess.run(cmd, cwd=CONF.parent).returncode != 0:

@@ -83,21 +83,12 @@ def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     assert len(pd.read_csv(report / "results.csv")) == 14
 
 
-def test_submitit_local_launcher(tmp_path):
+@pytest.mark.parametrize("launcher", ["submitit_local", "local_parallel"])
+def test_hydra_launchers_run_the_sweep_and_share_one_index(tmp_path, launcher):
+    """submitit_local (Slurm's local twin) and joblib with two parallel jobs that need one index."""
     sweep = tmp_path / "two.yaml"
     sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25\n    query_fields: T,TA\n")
-    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, "launcher=submitit_local",
-                        "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert len(pd.read_json(tmp_path / "runs" / "results.jsonl", lines=True)) == 2
-    assert len([p for p in (tmp_path / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1  # one index for both
-
-
-def test_joblib_launcher_two_parallel_jobs_share_one_index(tmp_path):
-    sweep = tmp_path / "two.yaml"
-    sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25\n    query_fields: T,TA\n")
-    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, "launcher=local_parallel",
+    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, f"launcher={launcher}",
                         "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
