@@ -100,8 +100,10 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
     kind = cfg.get("type")
     ds_src = cfg.get("domain_source", "file")
     if kind == "mini":
-        params = {k: (list(v) if not isinstance(v, (int, float, str)) else v) for k, v in dict(cfg.get("params", {})).items()}
-        if "description_words" in params:
+        from omegaconf import OmegaConf
+
+        params = OmegaConf.to_container(cfg.get("params") or {}, resolve=True)
+        if "description_words" in params:  # a (min, max) range
             params["description_words"] = tuple(params["description_words"])
         ds = load_mini(artifacts_root, params, ds_src)
     elif kind == "local":
