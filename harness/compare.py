@@ -122,13 +122,32 @@ def load_per_query(results: Path, names: list[str]) -> dict[str, pd.DataFrame]:
             for name in names}
 
 
+def _queries_of(results: Path, name: str):
+    """The queries (with IPC3 codes) of the dataset an experiment ran on, from its manifest."""
+    import json
+
+    from omegaconf import OmegaConf
+
+    from . import data
+    from .results import find, scores_dir
+
+    manifest = json.loads((scores_dir(results, find(results, name)) / "manifest.json").read_text())
+    cfg = manifest["config"]
+    try:
+        return data.load(OmegaConf.create(cfg["dataset"]), cfg.get("root", ".")).queries
+    except Exception as e:  # the data moved: the per-query table and tests are still written
+        print(f"no IPC3 breakdown: cannot reload the dataset ({e})", file=sys.stderr)
+        return None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("systems", nargs="+", help="experiments to compare with the baseline")
     ap.add_argument("--baseline", required=True)
     ap.add_argument("--results", default="runs/results.jsonl", type=Path)
     ap.add_argument("--alpha", type=float, default=0.05)
-    ap.add_argument("--out", type=Path, default=None, help="folder for compare.csv and per_query.csv")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="folder for compare.csv, per_query.csv, by_domain.csv and per_query_differences.png")
     a = ap.parse_args(argv)
     names = [a.baseline] + [s for s in a.systems if s != a.baseline]
     pq = load_per_query(a.results, names)
@@ -142,6 +161,9 @@ def main(argv=None) -> int:
         table.to_csv(a.out / "compare.csv", index=False)
         pd.concat([t.assign(system=s) for s, t in pq.items()]).to_csv(a.out / "per_query.csv", index=False)
         plot_differences(pq, a.baseline, a.out / "per_query_differences.png")
+        queries = _queries_of(a.results, a.baseline)
+        if queries is not None:
+            per_query_by_domain(pq, a.baseline, queries).to_csv(a.out / "by_domain.csv", index=False)
     return 0
 
 

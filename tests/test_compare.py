@@ -70,6 +70,8 @@ def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
         assert got.loc[(subset, measure), "p_t"] == pytest.approx(p, rel=1e-9)
         assert got.loc[(subset, measure), "p_t_holm"] == pytest.approx(p, rel=1e-9)  # one system: Holm = raw
     assert (tmp_path / "cmp" / "per_query_differences.png").stat().st_size > 1000
+    by_domain = pd.read_csv(tmp_path / "cmp" / "by_domain.csv")
+    assert by_domain["queries"].sum() >= 185 and set(by_domain["system"]) == {"doc_dense"}
 
 
 def test_submission_folder(cfg_factory, tmp_path):
