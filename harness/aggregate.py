@@ -17,7 +17,8 @@ import pandas as pd
 from .data.schema import PASSAGE_SEP
 from .runs import sort_run, top_k
 
-METHODS = ("maxp", "avgp", "sump", "avg_top3", "identity")
+AGGREGATIONS = ("maxp", "avgp", "sump", "avg_top3")  # what `aggregation=` may choose
+METHODS = AGGREGATIONS + ("identity",)
 
 
 def families(unit_ids: pd.Series) -> pd.Series:
@@ -28,7 +29,7 @@ def families(unit_ids: pd.Series) -> pd.Series:
 def aggregate(run: pd.DataFrame, method: str, k: int | None = None) -> pd.DataFrame:
     """Aggregate a unit run table to families, keep the top ``k`` per query (all when None)."""
     if method not in METHODS:
-        raise ValueError(f"aggregation={method!r}: expected one of {METHODS[:-1]}")
+        raise ValueError(f"aggregation={method!r}: expected one of {AGGREGATIONS}")
     if method == "identity":
         out = run[["query_id", "doc_id", "score"]]
     else:

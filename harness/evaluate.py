@@ -57,8 +57,3 @@ def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
     g = per_query_table.groupby(["subset", "measure"], sort=False)["value"]
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
-
-def wide(per_query_table: pd.DataFrame) -> dict:
-    """``{"nDCG@100/ALL": 0.29, ...}`` for results tables."""
-    m = means(per_query_table)
-    return {f"{r.measure}/{r.subset}": float(r.mean) for r in m.itertuples()}

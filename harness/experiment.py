@@ -20,6 +20,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from . import passages as P
+from .aggregate import AGGREGATIONS
 from .data import Dataset
 from .data import views as V
 from .store import Artifact, Store
@@ -63,8 +64,9 @@ class Experiment:
                 raise ConfigError(f"fusion.backends={backends}: RRF fuses at least two different backends of {list(BACKENDS)}.")
             if not isinstance(cfg.fusion.k, int) or cfg.fusion.k < 0:
                 raise ConfigError(f"fusion.k={cfg.fusion.k!r}: expected a non-negative integer (paper: 10, 30, 60, 100).")
+            _choice(cfg.fusion.method, ("rrf",), "fusion.method")
         if self.granularity == "passage" or cfg.fusion.get("enabled"):
-            _choice(cfg.aggregation.name, ("maxp", "avgp", "sump", "avg_top3"), "aggregation")
+            _choice(cfg.aggregation.name, AGGREGATIONS, "aggregation")
         _choice(cfg.backend.name, BACKENDS, "backend")
         _choice(cfg.encoder.pooling, ("mean", "cls"), "encoder.pooling")
         _choice(cfg.dense.get("quantization", "none"), ("none", "int8"), "dense.quantization")
@@ -170,7 +172,6 @@ class Experiment:
     def family_run(self, backend: str) -> Artifact:
         unit_run = self.unit_run(backend)
         method = "identity" if self.granularity == "document" else self.cfg.aggregation.name
-        _choice(method, ("identity", "maxp", "avgp", "sump", "avg_top3"), "aggregation")
         k = int(self.cfg.search.k)
         art = Artifact("family_run", {"aggregation": method, "k": k}, (unit_run,))
 
@@ -191,9 +192,8 @@ class Experiment:
 
     def fused_run(self) -> Artifact:
         f = self.cfg.fusion
-        backends = [_choice(b, BACKENDS, "fusion.backends") for b in f.backends]
-        parts = [self.family_run(b) for b in backends]
-        params = {"method": _choice(f.method, ("rrf",), "fusion.method"), "k": int(f.k), "depth": int(f.depth),
+        parts = [self.family_run(b) for b in f.backends]
+        params = {"method": f.method, "k": int(f.k), "depth": int(f.depth),
                   "out_k": int(self.cfg.search.k)}
         art = Artifact("fused_run", params, tuple(parts))
 
@@ -210,7 +210,7 @@ class Experiment:
     def final_run(self) -> Artifact:
         if self.cfg.fusion.get("enabled"):
             return self.fused_run()
-        return self.family_run(_choice(self.cfg.backend.name, BACKENDS, "backend"))
+        return self.family_run(self.cfg.backend.name)
 
     def scores(self) -> Artifact:
         run = self.final_run()

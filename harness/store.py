@@ -149,15 +149,6 @@ class Store:
         p.mkdir(parents=True, exist_ok=True)
         return p
 
-    def clean_tmp(self) -> int:
-        """Remove leftovers of interrupted builds (``.*.tmp`` folders); returns how many."""
-        n = 0
-        for top in ("indexes", "runs"):
-            for p in (self.root / top).glob("*/.*.tmp"):
-                shutil.rmtree(p, ignore_errors=True)
-                n += 1
-        return n
-
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
