@@ -80,8 +80,7 @@ def load_hub(repo_id: str, revision: str, files: dict | None = None, cache_dir: 
 
     files = {**DEFAULT_FILES, **(files or {})}
     root, commit = download_hub(repo_id, revision, files, cache_dir)
-    ds = _make("dapfam", read_local(root, files), domain_source, {"type": "hub", "repo_id": repo_id, "revision": commit})
-    return ds
+    return _make("dapfam", read_local(root, files), domain_source, {"type": "hub", "repo_id": repo_id, "revision": commit})
 
 
 def load_mini(folder: str | Path, params: dict, domain_source: str = "file") -> Dataset:
