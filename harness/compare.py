@@ -9,7 +9,7 @@ metric and subset (ALL / IN / OUT), over the queries both systems are scored on:
   metric, subset and test, and ``reject`` at ``alpha``;
 * effect size (Cohen's d of the paired differences) and the 95% t confidence interval of the delta.
 
-    python -m harness.compare --baseline doc_bm25 doc_dense rrf_doc [--results runs/results.jsonl]
+    python -m harness.compare --baseline doc_bm25 doc_dense rrf_doc [--results $HARNESS_ROOT/runs/results.jsonl]
 
 Systems are named by experiment name, run tag or scores key as in the results table.
 """
@@ -134,7 +134,7 @@ def _queries_of(results: Path, name: str):
     manifest = json.loads((scores_dir(results, find(results, name)) / "manifest.json").read_text())
     cfg = manifest["config"]
     try:
-        return data.load(OmegaConf.create(cfg["dataset"]), cfg.get("root", ".")).queries
+        return data.load(OmegaConf.create(cfg["dataset"]), Path(results).resolve().parent.parent).queries
     except Exception as e:  # the data moved: the per-query table and tests are still written
         print(f"no IPC3 breakdown: cannot reload the dataset ({e})", file=sys.stderr)
         return None
@@ -144,11 +144,14 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("systems", nargs="+", help="experiments to compare with the baseline")
     ap.add_argument("--baseline", required=True)
-    ap.add_argument("--results", default="runs/results.jsonl", type=Path)
+    ap.add_argument("--results", default=None, type=Path, help="default: $HARNESS_ROOT/runs/results.jsonl")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for compare.csv, per_query.csv, by_domain.csv and per_query_differences.png")
     a = ap.parse_args(argv)
+    from .store import default_results
+
+    a.results = a.results or default_results()
     names = [a.baseline] + [s for s in a.systems if s != a.baseline]
     pq = load_per_query(a.results, names)
     table = compare(pq, a.baseline, a.alpha)

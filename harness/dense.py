@@ -181,7 +181,9 @@ def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: st
     empty = [q for q, t in topics.items() if not t.strip()]
     for f in ("index", "docid"):
         if not (Path(index_dir) / f).exists():
-            raise FileNotFoundError(f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it.")
+            from .store import MissingFiles
+
+            raise MissingFiles(f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it.")
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
     t0 = time.perf_counter()
     q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries")

@@ -6,25 +6,56 @@ the retrieved list. Averages are over the queries that have at least one positiv
 (as MTEB does): a query with no OUT citation has no defined OUT score and is left out of OUT's
 mean rather than counted as 0. A query that *has* positives but retrieved nothing scores 0
 (trec_eval's ``-c``), so an empty query text cannot inflate a mean.
+
+Grades are used as the qrels give them (graded nDCG); fractional grades are scaled to the
+integers pytrec_eval needs by :func:`harness.data.qrels.integer_grades`, which changes neither
+nDCG nor any binarising measure.
 """
 from __future__ import annotations
 
 import ir_measures
 import pandas as pd
 
-from .data.qrels import SUBSETS
+from .data.qrels import SUBSETS, integer_grades
 
 DEFAULT_MEASURES = ("nDCG@100", "R@100")
 
 
+def measure_names(names) -> list[str]:
+    """``metrics`` as a list of names: ``metrics=nDCG@10`` (one name, no brackets) is accepted."""
+    if isinstance(names, str):
+        return [n.strip() for n in names.split(",") if n.strip()]
+    return [str(n) for n in names]
+
+
 def parse_measures(names) -> list:
+    """ir-measures measure objects for ``metrics``, refusing names ir-measures cannot parse or no
+    installed provider can compute, before anything is built."""
     out = []
+    names = measure_names(names)
+    if not names:
+        raise ValueError("metrics=[]: no measure to compute. Fix: e.g. metrics=[nDCG@100,R@100].")
     for n in names:
         try:
             out.append(ir_measures.parse_measure(n))
         except Exception as e:
-            raise ValueError(f"metrics: {n!r} is not an ir-measures measure name (e.g. nDCG@100, R@100, AP@100).") from e
+            raise ValueError(f"metrics: {n!r} is not an ir-measures measure name. Fix: use names such as nDCG@100, "
+                             f"R@100, AP@100.") from e
+    try:
+        evaluator(out, pd.DataFrame({"query_id": ["q"], "doc_id": ["d"], "relevance": [1]}))
+    except Exception as e:
+        raise ValueError(f"metrics={names}: no installed ir-measures provider computes them all ({e}). Fix: choose "
+                         f"measures that pytrec_eval computes (nDCG@k, R@k, P@k, AP, RR, ...).") from e
     return out
+
+
+def evaluator(measures, qrels: pd.DataFrame):
+    """pytrec_eval (trec_eval's own code) when it computes every measure, else the providers
+    ir-measures picks (e.g. ``judged`` for Judged@10)."""
+    provider = ir_measures.providers.registry["pytrec_eval"]
+    if provider.is_available() and all(provider.supports(m) for m in measures):
+        return provider.evaluator(measures, qrels)
+    return ir_measures.evaluator(measures, qrels)
 
 
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES) -> pd.DataFrame:
@@ -33,9 +64,8 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES)
     qids = sorted(qrels["query_id"].unique())
     if not qids:
         return pd.DataFrame(columns=["query_id", "measure", "value"])
-    provider = ir_measures.providers.registry["pytrec_eval"]
-    evaluator = provider.evaluator(ms, qrels[["query_id", "doc_id", "relevance"]])
-    rows = [(m.query_id, str(m.measure), float(m.value)) for m in evaluator.iter_calc(run[["query_id", "doc_id", "score"]])]
+    ev = evaluator(ms, integer_grades(qrels[["query_id", "doc_id", "relevance"]]))
+    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ev.iter_calc(run[["query_id", "doc_id", "score"]])]
     got = pd.DataFrame(rows, columns=["query_id", "measure", "value"])
     full = pd.MultiIndex.from_product([qids, [str(m) for m in ms]], names=["query_id", "measure"])
     got = got.set_index(["query_id", "measure"]).reindex(full, fill_value=0.0).reset_index()

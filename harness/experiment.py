@@ -23,7 +23,7 @@ from . import passages as P
 from .aggregate import AGGREGATIONS
 from .data import Dataset
 from .data import views as V
-from .store import Artifact, Store
+from .store import Artifact, DamagedArtifact, Store
 
 log = logging.getLogger(__name__)
 
@@ -41,35 +41,65 @@ def _choice(value, allowed, key):
     return value
 
 
+def _number(value, key: str, low: float, high: float | None = None, hint: str = "") -> float:
+    """A real number in [low, high], checked here rather than by Java after the JVM has started."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ConfigError(f"{key}={value!r}: expected a number{hint}.")
+    if value < low or (high is not None and value > high) or value == float("inf"):
+        span = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{key}={value!r}: expected a number {span}{hint}.")
+    return float(value)
+
+
+def check_metrics(metrics) -> list[str]:
+    """Canonical ir-measures names of ``metrics``; a ConfigError before any artifact is built."""
+    from .evaluate import parse_measures
+
+    try:
+        return [str(m) for m in parse_measures(metrics)]
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+
+
+def check_config(cfg: DictConfig) -> list[str]:
+    """Every config value the experiment depends on, checked before anything is loaded or built.
+    Returns the canonical metric names."""
+    granularity = _choice(cfg.granularity.level, GRANULARITIES, "granularity")
+    V.fields(cfg.query_fields.name, "query")
+    V.fields(cfg.target_fields.name, "target")
+    if granularity == "passage":
+        P.check(cfg.passage.length, cfg.passage.stride)
+    for key in ("depth", "k"):
+        if not isinstance(cfg.search[key], int) or cfg.search[key] < 1:
+            raise ConfigError(f"search.{key}={cfg.search[key]!r}: expected a positive integer.")
+    if cfg.search.depth < cfg.search.k:
+        raise ConfigError(f"search.depth={cfg.search.depth} < search.k={cfg.search.k}: retrieve at least k units.")
+    if cfg.fusion.get("enabled"):
+        backends = list(cfg.fusion.backends)
+        if len(set(backends)) < 2 or any(b not in BACKENDS for b in backends):
+            raise ConfigError(f"fusion.backends={backends}: RRF fuses at least two different backends of {list(BACKENDS)}.")
+        if not isinstance(cfg.fusion.k, int) or cfg.fusion.k < 0:
+            raise ConfigError(f"fusion.k={cfg.fusion.k!r}: expected a non-negative integer (paper: 10, 30, 60, 100).")
+        _choice(cfg.fusion.method, ("rrf",), "fusion.method")
+    if granularity == "passage" or cfg.fusion.get("enabled"):
+        _choice(cfg.aggregation.name, AGGREGATIONS, "aggregation")
+    _choice(cfg.backend.name, BACKENDS, "backend")
+    _number(cfg.bm25.k1, "bm25.k1", 0.0, hint=" (Anserini default 0.9, paper 1.2)")
+    _number(cfg.bm25.b, "bm25.b", 0.0, 1.0, hint=" (Anserini default 0.4, paper 0.75)")
+    _choice(cfg.encoder.pooling, ("mean", "cls"), "encoder.pooling")
+    _choice(cfg.dense.get("quantization", "none"), ("none", "int8"), "dense.quantization")
+    return check_metrics(cfg.metrics)
+
+
 class Experiment:
     def __init__(self, cfg: DictConfig, dataset: Dataset, store: Store | None = None, plan: bool = False):
         self.cfg = cfg
         self.ds = dataset
-        self.store = store or Store(cfg.get("root", "."))
+        self.store = store or Store.from_config(cfg)
         self.plan = plan
         self.nodes: list[Artifact] = []
-        self.granularity = _choice(cfg.granularity.level, GRANULARITIES, "granularity")
-        V.fields(cfg.query_fields.name, "query")
-        V.fields(cfg.target_fields.name, "target")
-        if self.granularity == "passage":
-            P.check(cfg.passage.length, cfg.passage.stride)
-        for key in ("depth", "k"):
-            if not isinstance(cfg.search[key], int) or cfg.search[key] < 1:
-                raise ConfigError(f"search.{key}={cfg.search[key]!r}: expected a positive integer.")
-        if cfg.search.depth < cfg.search.k:
-            raise ConfigError(f"search.depth={cfg.search.depth} < search.k={cfg.search.k}: retrieve at least k units.")
-        if cfg.fusion.get("enabled"):
-            backends = list(cfg.fusion.backends)
-            if len(set(backends)) < 2 or any(b not in BACKENDS for b in backends):
-                raise ConfigError(f"fusion.backends={backends}: RRF fuses at least two different backends of {list(BACKENDS)}.")
-            if not isinstance(cfg.fusion.k, int) or cfg.fusion.k < 0:
-                raise ConfigError(f"fusion.k={cfg.fusion.k!r}: expected a non-negative integer (paper: 10, 30, 60, 100).")
-            _choice(cfg.fusion.method, ("rrf",), "fusion.method")
-        if self.granularity == "passage" or cfg.fusion.get("enabled"):
-            _choice(cfg.aggregation.name, AGGREGATIONS, "aggregation")
-        _choice(cfg.backend.name, BACKENDS, "backend")
-        _choice(cfg.encoder.pooling, ("mean", "cls"), "encoder.pooling")
-        _choice(cfg.dense.get("quantization", "none"), ("none", "int8"), "dense.quantization")
+        self.granularity = cfg.granularity.level
+        self.metrics = check_config(cfg)
 
     # ------------------------------------------------------------------ nodes
     def _ensure(self, art: Artifact, build, describe: str) -> Artifact:
@@ -152,14 +182,20 @@ class Experiment:
             if backend == "bm25":
                 from . import lucene
 
-                run, seconds, empty = lucene.search(self.store.path(index) / "index", topics, params["k1"], params["b"],
-                                                    params["depth"], self.cfg.search.threads,
-                                                    self.cfg.bm25.get("max_clauses", 65536))
+                search = lambda: lucene.search(self.store.path(index) / "index", topics, params["k1"], params["b"],  # noqa: E731
+                                               params["depth"], self.cfg.search.threads,
+                                               self.cfg.bm25.get("max_clauses", 65536))
             else:
                 from . import dense
 
-                run, seconds, empty = dense.search(self.store.path(index), topics, self.encoder, params["query_prefix"],
-                                                   params["depth"], self.cfg.search.threads)
+                search = lambda: dense.search(self.store.path(index), topics, self.encoder, params["query_prefix"],  # noqa: E731
+                                              params["depth"], self.cfg.search.threads)
+            try:
+                run, seconds, empty = search()
+            except Exception as e:  # noqa: BLE001  (pyjnius raises JavaException for Lucene's errors)
+                if is_damaged(e):
+                    raise DamagedArtifact(index, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+                raise
             if empty:
                 log.warning("%d queries have an empty %s text and retrieve nothing (score 0), e.g. %s",
                             len(empty), params["query_view"], empty[:3])
@@ -167,26 +203,41 @@ class Experiment:
             return {"search_seconds": round(seconds, 3), "queries": len(topics), "empty_queries": empty,
                     "seconds_per_query": round(seconds / max(1, len(topics) - len(empty)), 5)}
 
-        return self._ensure(art, build, f"{backend} search")
+        try:
+            return self._ensure(art, build, f"{backend} search")
+        except DamagedArtifact as e:  # e.g. Lucene's CorruptIndexException: rebuild the index once
+            self.store.discard(e.artifact, str(e))
+            self.nodes.remove(e.artifact)
+            self.index(backend)
+            return self._ensure(art, build, f"{backend} search")
 
     def family_run(self, backend: str) -> Artifact:
         unit_run = self.unit_run(backend)
         method = "identity" if self.granularity == "document" else self.cfg.aggregation.name
         k = int(self.cfg.search.k)
-        art = Artifact("family_run", {"aggregation": method, "k": k}, (unit_run,))
+        params = {"aggregation": method, "k": k}
+        if self.ds.self_ids:  # only datasets whose queries are also documents carry the flag
+            params["drop_self_hits"] = True
+        art = Artifact("family_run", params, (unit_run,))
 
         def build(tmp: Path):
             from .aggregate import aggregate
-            from .runs import read_trec, write_trec
+            from .runs import drop_self_hits, read_trec, top_k, write_trec
 
-            run = aggregate(read_trec(self.store.path(unit_run) / "run.trec"), method, k)
+            run = aggregate(read_trec(self.store.path(unit_run) / "run.trec"), method)
+            dropped = 0
+            if self.ds.self_ids:
+                run, dropped = drop_self_hits(run, self.ds.self_ids)
+                log.info("dropped %d self-hit(s): queries whose own id is retrieved (dataset.drop_self_hits)", dropped)
+            run = top_k(run, k)
             short = run.groupby("query_id").size()
             if (short < k).any() and self.granularity == "passage":
                 log.warning("%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
                             int((short < k).sum()), k, self.cfg.search.depth)
             t0 = time.perf_counter()
-            write_trec(run, tmp / "run.trec", self.tag(backend))
-            return {"aggregate_seconds": round(time.perf_counter() - t0, 3), "tag": self.tag(backend)}
+            write_trec(run, tmp / "run.trec", self.tag(backend, art.key))
+            return {"aggregate_seconds": round(time.perf_counter() - t0, 3), "tag": self.tag(backend, art.key),
+                    "self_hits_dropped": dropped}
 
         return self._ensure(art, build, f"{method} family run")
 
@@ -202,8 +253,8 @@ class Experiment:
             from .runs import read_trec, write_trec
 
             runs = [read_trec(self.store.path(p) / "run.trec") for p in parts]
-            write_trec(rrf(runs, params["k"], params["depth"], params["out_k"]), tmp / "run.trec", self.tag())
-            return {"tag": self.tag()}
+            write_trec(rrf(runs, params["k"], params["depth"], params["out_k"]), tmp / "run.trec", self.tag(None, art.key))
+            return {"tag": self.tag(None, art.key)}
 
         return self._ensure(art, build, "RRF fused run")
 
@@ -229,7 +280,7 @@ class Experiment:
             run_file = self.store.path(run) / "run.trec"
             table = score(read_trec(run_file), self.ds, metrics)
             table.to_csv(tmp / "per_query.csv", index=False)
-            write_json_atomic(tmp / "manifest.json", manifest.build(self, run_file))
+            write_json_atomic(tmp / "manifest.json", manifest.build(self, run_file, self.store.meta(run)["tag"]))
             m = means(table)
             m.to_csv(tmp / "means.csv", index=False)
             return {"means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
@@ -238,7 +289,13 @@ class Experiment:
         return self._ensure(art, build, "scores")
 
     # ------------------------------------------------------------------ helpers
-    def tag(self, backend: str | None = None) -> str:
+    def tag(self, backend: str | None = None, key: str | None = None) -> str:
+        """A readable run tag (backend, views, granularity, aggregation), suffixed with the run
+        artifact's key when given, so two configurations never share a tag."""
+        suffix = f".{key[:8]}" if key else ""
+        return self._readable_tag(backend) + suffix
+
+    def _readable_tag(self, backend: str | None = None) -> str:
         c = self.cfg
         gran = "doc" if self.granularity == "document" else f"p{c.passage.length}"
         if self.granularity == "passage" and c.passage.stride not in (None, 0, c.passage.length):
@@ -294,13 +351,24 @@ class Experiment:
         }
 
 
+def is_damaged(error: Exception) -> bool:
+    """Whether a search error means the index files are damaged (Lucene or Faiss), not the query."""
+    from .store import MissingFiles
+
+    if isinstance(error, MissingFiles):
+        return True
+    text = f"{type(error).__name__} {error}"
+    return any(k in text for k in ("CorruptIndexException", "IndexFormatTooOld", "IndexFormatTooNew", "EOFException",
+                                   "NoSuchFileException", "FileNotFoundException", "Error in faiss::", "read error"))
+
+
 def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None) -> dict:
     """Build (or reuse) everything one experiment needs and return its results-table row."""
     exp = Experiment(cfg, dataset, store)
     scores = exp.scores()
     meta = exp.store.meta(scores)
     final = exp.final_run()
-    row = {**exp.config_columns(), **meta["means"], **exp.timings(),
+    row = {**exp.config_columns(), "tag": exp.store.meta(final)["tag"], **meta["means"], **exp.timings(),
            "queries_ALL": meta["queries"].get("ALL"), "queries_IN": meta["queries"].get("IN"),
            "queries_OUT": meta["queries"].get("OUT"),
            "run_file": str(exp.store.path(final) / "run.trec"), "scores_key": scores.key,

@@ -79,7 +79,9 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     from tqdm.auto import tqdm
 
     if not list(Path(index_dir).glob("segments_*")):
-        raise FileNotFoundError(f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
+        from .store import MissingFiles
+
+        raise MissingFiles(f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
                                 f"and run again to rebuild it.")
     set_max_clauses(max_clauses)
     searcher = LuceneSearcher(str(index_dir))

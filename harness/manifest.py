@@ -53,12 +53,12 @@ def model_info(cfg) -> dict:
     return info
 
 
-def build(exp, run_path) -> dict:
-    """The manifest of an Experiment whose final run file is ``run_path``."""
+def build(exp, run_path, tag: str) -> dict:
+    """The manifest of an Experiment whose final run file is ``run_path``, tagged ``tag``."""
     uses_dense = any(n.kind == "embeddings" for n in exp.nodes)
     return {
         "experiment": exp.cfg.get("name") or exp.tag(),
-        "tag": exp.tag(),
+        "tag": tag,
         "config_hash": config_hash(exp.cfg),
         "config": OmegaConf.to_container(exp.cfg, resolve=True),
         "dataset": exp.ds.source,

@@ -7,6 +7,7 @@ file is rewritten under a lock, atomically.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pandas as pd
@@ -14,14 +15,23 @@ from filelock import FileLock
 
 from .store import write_text_atomic
 
+log = logging.getLogger(__name__)
 
-def add_row(path: str | Path, row: dict) -> None:
+
+def add_row(path: str | Path, row: dict) -> bool:
+    """Add (or replace) a row. On a read-only root the scores are still printed, the table is not
+    updated: returns False and says so in a warning."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path) + ".lock"):
-        rows = read_rows(path)
-        rows = [r for r in rows if r.get("scores_key") != row["scores_key"]] + [row]
-        write_text_atomic(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock"):
+            rows = read_rows(path)
+            rows = [r for r in rows if r.get("scores_key") != row["scores_key"]] + [row]
+            write_text_atomic(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+    except OSError as e:
+        log.warning("results table %s not updated (%s): the artifact root is read-only", path, e.strerror or e)
+        return False
+    return True
 
 
 def read_rows(path: str | Path) -> list[dict]:

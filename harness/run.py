@@ -20,34 +20,46 @@ log = logging.getLogger("harness")
 
 def execute(cfg: DictConfig) -> dict:
     from . import data
-    from .experiment import run_experiment
+    from .experiment import check_config, run_experiment
     from .results import add_row
     from .store import Store
 
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    store = Store(cfg.root)
+    check_config(cfg)  # before the dataset is loaded (or generated) and before the JVM starts
+    store = Store.from_config(cfg)
     ds = data.load(cfg.dataset, store.root)
     row = run_experiment(cfg, ds, store)
     add_row(store.root / cfg.results, row)
     return row
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float:
+def user_errors() -> tuple:
+    """Errors whose message names the file or key and the fix: one line and exit status 2, no traceback."""
     from .data.schema import DataError
     from .experiment import ConfigError
+    from .jvm import JavaError
+    from .runs import RunFormatError
+    from .store import DamagedArtifact, StoreError
+
+    return DataError, ConfigError, StoreError, DamagedArtifact, RunFormatError, JavaError, FileNotFoundError
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float:
+    from .evaluate import measure_names
     from .results import format_scores
 
     try:
         row = execute(cfg)
-    except (DataError, ConfigError, FileNotFoundError) as e:
+    except user_errors() as e:
         log.error("%s", e)
         sys.exit(2)
+    metrics = [str(m) for m in measure_names(cfg.metrics)]
     print(f"\n{row['experiment']}  ({row['dataset']}, run: {row['run_file']})")
-    print(format_scores(row, list(cfg.metrics)))
+    print(format_scores(row, metrics))
     print(f"index {row['index_seconds']:.1f}s  encode {row['encode_seconds']:.1f}s  "
           f"search {row['search_seconds']:.2f}s ({1000 * row['seconds_per_query']:.1f} ms/query)")
-    return row.get(f"{cfg.metrics[0]}/ALL", 0.0)  # for Hydra sweepers that optimise
+    return row.get(f"{metrics[0]}/ALL", 0.0)  # for Hydra sweepers that optimise
 
 
 if __name__ == "__main__":

@@ -33,6 +33,13 @@ def top_k(run: pd.DataFrame, k: int) -> pd.DataFrame:
     return sort_run(run).groupby("query_id", sort=False).head(k).reset_index(drop=True)
 
 
+def drop_self_hits(run: pd.DataFrame, ids: set) -> tuple[pd.DataFrame, int]:
+    """Remove rows where a query retrieves its own id (a query that is also in the corpus), as
+    BEIR's evaluation does. Returns the run and how many rows were dropped."""
+    own = (run["query_id"] == run["doc_id"]) & run["query_id"].isin(ids)
+    return run[~own].reset_index(drop=True), int(own.sum())
+
+
 def with_ranks(run: pd.DataFrame) -> pd.DataFrame:
     run = sort_run(run)
     run["rank"] = run.groupby("query_id", sort=False).cumcount() + 1

@@ -9,6 +9,12 @@ into a private temporary folder next to the final one and the folder is renamed 
 when the build returned and ``meta.json`` was written, so an interrupted build is never taken for
 a finished one. A file lock per key makes concurrent builders (joblib or Slurm jobs asking for the
 same index) build once: the others wait, then reuse.
+
+A finished artifact is checked every time it is reused: ``meta.json`` lists the size and SHA-256
+of every file the build wrote, and a file that is missing or has another size (a truncated run, a
+Lucene index that lost a segment) is a damaged artifact: the store says so in a warning, removes
+it and builds it again. ``verify=True`` (``verify=true`` on the command line) also compares the
+checksums, for damage that keeps the size.
 """
 from __future__ import annotations
 
@@ -17,17 +23,47 @@ import json
 import logging
 import os
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 log = logging.getLogger(__name__)
 
 META = "meta.json"
+DEFAULT_LOCK_TIMEOUT = 6 * 3600  # seconds; a DAPFAM-scale index build takes well under an hour
+
+
+def default_root() -> Path:
+    """The artifact root every entry point uses: ``$HARNESS_ROOT``, else the current directory
+    (the Hydra config's ``root: ${oc.env:HARNESS_ROOT,.}`` says the same)."""
+    return Path(os.environ.get("HARNESS_ROOT") or ".")
+
+
+def default_results() -> Path:
+    """The results table under the artifact root (the config's ``results`` key)."""
+    return default_root() / "runs" / "results.jsonl"
+
+
+class StoreError(RuntimeError):
+    """The artifact root cannot be used as asked; the message names the path and the fix."""
+
+
+class MissingFiles(FileNotFoundError):
+    """An index folder lacks a file it must hold: the artifact is damaged."""
+
+
+class DamagedArtifact(RuntimeError):
+    """A finished artifact turned out to be unreadable while it was used (e.g. Lucene's
+    CorruptIndexException). :meth:`Store.discard` removes it so that the next ask rebuilds it."""
+
+    def __init__(self, artifact: "Artifact", message: str):
+        super().__init__(message)
+        self.artifact = artifact
 
 # Which top-level folder each kind of artifact lives in.
 ROOTS = {
@@ -57,6 +93,29 @@ def file_checksum(path: str | Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
+def file_table(folder: Path) -> dict:
+    """``{relative path: {"size", "sha256"}}`` of every file under ``folder`` except meta.json."""
+    out = {}
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.name != META:
+            out[p.relative_to(folder).as_posix()] = {"size": p.stat().st_size, "sha256": file_checksum(p)}
+    return out
+
+
+def damage(folder: Path, files: dict, checksums: bool = False) -> str | None:
+    """Why ``folder`` does not hold the files its meta.json lists, or None when it does."""
+    for rel, want in files.items():
+        p = folder / rel
+        if not p.is_file():
+            return f"{rel} is missing"
+        size = p.stat().st_size
+        if size != want["size"]:
+            return f"{rel} has {size} bytes, {want['size']} when it was built"
+        if checksums and file_checksum(p) != want["sha256"]:
+            return f"{rel} has another SHA-256 than when it was built"
+    return None
+
+
 @dataclass(frozen=True)
 class Artifact:
     """A node of the data path: what made it (kind, params) and what it was made from (parents)."""
@@ -77,8 +136,20 @@ class Artifact:
 class Store:
     """Owns the on-disk layout: ``<root>/indexes/<kind>/<key>/`` and ``<root>/runs/<kind>/<key>/``."""
 
-    def __init__(self, root: str | Path = "."):
+    def __init__(self, root: str | Path = ".", verify: bool = False, lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
         self.root = Path(root).resolve()
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"root={self.root} (HARNESS_ROOT) is not a directory. Fix: set HARNESS_ROOT (or root=) to "
+                             f"a folder for indexes/ and runs/.")
+        self.verify = verify
+        self.lock_timeout = lock_timeout
+        self._checked: set[str] = set()
+
+    @classmethod
+    def from_config(cls, cfg) -> "Store":
+        """The store a composed Hydra config names: ``root``, ``verify``, ``store.lock_timeout``."""
+        return cls(cfg.get("root", "."), verify=bool(cfg.get("verify", False)),
+                   lock_timeout=float((cfg.get("store") or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT)))
 
     def path(self, art: Artifact) -> Path:
         top = ROOTS.get(art.kind)
@@ -92,10 +163,63 @@ class Store:
     def meta(self, art: Artifact) -> dict:
         return json.loads((self.path(art) / META).read_text())
 
+    def check(self, art: Artifact) -> str | None:
+        """Why a finished artifact cannot be reused (unreadable meta.json, a file missing or of
+        another size; with ``verify``, another checksum), or None. Checked once per process."""
+        if art.key in self._checked:
+            return None
+        try:
+            meta = self.meta(art)
+        except (OSError, ValueError) as e:
+            return f"{META} is unreadable ({e})"
+        if "files" not in meta:
+            return f"{META} lists no files (built by an older harness)"
+        problem = damage(self.path(art), meta["files"], self.verify)
+        if problem is None:
+            self._checked.add(art.key)
+        return problem
+
+    def discard(self, art: Artifact, reason: str) -> None:
+        """Remove a damaged finished artifact so that it is built again."""
+        final = self.path(art)
+        log.warning("%s %s is damaged (%s): removing it to build it again (%s)", art.kind, art.key, reason, final)
+        self._checked.discard(art.key)
+        trash = final.with_name(f".{art.key}.{os.getpid()}.damaged.tmp")
+        try:
+            os.rename(final, trash)  # atomic: no reader sees half a folder
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise StoreError(f"{final} is damaged ({reason}) and cannot be removed ({e.strerror}). Fix: make "
+                             f"{self.root} writable, or delete {final} by hand, then run again.") from e
+        shutil.rmtree(trash, ignore_errors=True)
+
     def lock(self, art: Artifact) -> FileLock:
         p = self.path(art)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        return FileLock(str(p) + ".lock")
+        try:
+            p.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(f"cannot create {p.parent} ({e.strerror}): the artifact root {self.root} is not writable "
+                             f"and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to a "
+                             f"writable folder.") from e
+        return FileLock(str(p) + ".lock", timeout=self.lock_timeout)
+
+    def _acquire(self, lock: FileLock, art: Artifact) -> None:
+        owner = Path(lock.lock_file + ".owner")
+        try:
+            lock.acquire()
+        except Timeout:
+            try:
+                holder = owner.read_text().strip()
+            except OSError:
+                holder = "an unknown process"
+            raise StoreError(f"timed out after {self.lock_timeout:.0f}s waiting for {lock.lock_file}, held by {holder}, "
+                             f"which is building {art.kind} {art.key}. Fix: if that process is hung, kill it "
+                             f"(its lock is released when it exits), or raise store.lock_timeout.") from None
+        except OSError as e:
+            raise StoreError(f"cannot lock {lock.lock_file} ({e.strerror}). Fix: set HARNESS_ROOT (or root=) to a "
+                             f"writable folder.") from e
+        write_text_atomic(owner, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
 
     def ensure(self, art: Artifact, build: Callable[[Path], dict | None], describe: str = "") -> Path:
         """Return the artifact's folder, building it first if no finished copy exists.
@@ -107,12 +231,20 @@ class Store:
         final = self.path(art)
         label = describe or art.kind
         if self.exists(art):
-            log.info("reused %s %s (%s)", label, art.key, final)
-            return final
-        with self.lock(art):
-            if self.exists(art):  # another process built it while we waited
-                log.info("reused %s %s after waiting for another builder (%s)", label, art.key, final)
+            problem = self.check(art)
+            if problem is None:
+                log.info("reused %s %s (%s)", label, art.key, final)
                 return final
+            self.discard(art, problem)
+        lock = self.lock(art)
+        self._acquire(lock, art)
+        try:
+            if self.exists(art):  # another process built it while we waited
+                problem = self.check(art)
+                if problem is None:
+                    log.info("reused %s %s after waiting for another builder (%s)", label, art.key, final)
+                    return final
+                self.discard(art, problem)
             if final.exists():  # a crashed build that left no meta.json: not an artifact
                 log.warning("removing unfinished %s at %s", label, final)
                 shutil.rmtree(final)
@@ -132,6 +264,7 @@ class Store:
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "build_seconds": round(time.perf_counter() - t0, 3),
                     **extra,
+                    "files": file_table(tmp),
                 }
                 write_json_atomic(tmp / META, meta)
                 _fsync_dir(tmp)
@@ -140,7 +273,10 @@ class Store:
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+            self._checked.add(art.key)
             log.info("built %s %s in %.1fs", label, art.key, time.perf_counter() - t0)
+        finally:
+            lock.release()
         return final
 
     def report_dir(self, name: str) -> Path:

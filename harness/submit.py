@@ -1,6 +1,6 @@
 """Package chosen runs into one submission folder.
 
-    python -m harness.submit --out submission/ doc_bm25 rrf_doc [--results runs/results.jsonl]
+    python -m harness.submit --out submission/ doc_bm25 rrf_doc [--results $HARNESS_ROOT/runs/results.jsonl]
 
 For each system (experiment name, run tag or scores key in the results table): the run file,
 validated (format, one tag, no duplicates, ranks vs scores, <= 100 per topic, known qids and
@@ -21,43 +21,68 @@ from omegaconf import OmegaConf
 from .store import write_text_atomic
 
 
+def dataset_of(results: Path, row: dict):
+    """The dataset a results row was scored on, reloaded from its resolved config, with the
+    artifact root the results table lives in (``<root>/runs/results.jsonl``)."""
+    from omegaconf import OmegaConf
+
+    from . import data
+
+    return data.load(OmegaConf.create(row["config"]["dataset"]), Path(results).resolve().parent.parent)
+
+
 def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
+    """Validate the named runs against their dataset and copy them, with configs and manifests."""
     from .results import find, scores_dir
     from .validate_run import validate
 
     chosen = [find(results, name) for name in names]
-    qids = docids = None
-    if dataset is not None:
-        qids, docids = set(dataset.query_ids), set(dataset.doc_ipc3)
+    manifests = [json.loads((scores_dir(results, r) / "manifest.json").read_text()) for r in chosen]
+    tags = [m["tag"] for m in manifests]
+    dup = sorted({t for t in tags if tags.count(t) > 1})
+    if dup:
+        raise SystemExit(f"runs share the tag(s) {dup}: their files would overwrite each other. Fix: name each "
+                         f"system once (the same configuration twice has one tag).")
     for r in chosen:
-        problems = validate(r["run_file"], None, 100, qids, docids)
+        ds = dataset if dataset is not None else dataset_of(results, r)
+        problems = validate(r["run_file"], None, 100, set(ds.query_ids), set(ds.doc_ipc3))
         if problems:
             raise SystemExit(f"{r['run_file']} is not a valid submission: " + "; ".join(map(str, problems[:5])))
     out.mkdir(parents=True, exist_ok=True)
-    readme = ["# Submission", "", "| run | nDCG@100 ALL | IN | OUT | R@100 ALL | config hash |", "|---|---|---|---|---|---|"]
-    for r in chosen:
-        man = json.loads((scores_dir(results, r) / "manifest.json").read_text())
+    readme = ["# Submission", "", "| run | experiment | nDCG@100 ALL | IN | OUT | R@100 ALL | config hash |",
+              "|---|---|---|---|---|---|---|"]
+    for r, man in zip(chosen, manifests):
+        # One manifest per experiment: the scores artifact is shared by identical configurations
+        # under other names, so its name and config are this row's own.
+        man = {**man, "experiment": r.get("experiment"), "config": r["config"]}
         tag = man["tag"]
         shutil.copyfile(r["run_file"], out / f"{tag}.trec")
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))
         write_text_atomic(out / f"{tag}.manifest.json", json.dumps(man, indent=2, sort_keys=True) + "\n")
-        readme.append(f"| {tag} | {r['nDCG@100/ALL']:.4f} | {r['nDCG@100/IN']:.4f} | {r['nDCG@100/OUT']:.4f} | "
-                      f"{r['R@100/ALL']:.4f} | {man['config_hash']} |")
+        readme.append(f"| {tag} | {r.get('experiment')} | {_f(r, 'nDCG@100/ALL')} | {_f(r, 'nDCG@100/IN')} | "
+                      f"{_f(r, 'nDCG@100/OUT')} | {_f(r, 'R@100/ALL')} | {man['config_hash']} |")
     readme += ["", "Run files are TREC format (`qid Q0 docid rank score tag`), 100 families per topic, validated by "
-               "`python -m harness.validate_run`. Each run's resolved Hydra config and manifest (versions, dataset "
-               "revision, model, checksums, timings) sit beside it; `python -m harness.run` with that config "
-               "reproduces it."]
+               "`python -m harness.validate_run` against the dataset's topics and documents. Each run's resolved Hydra "
+               "config and manifest (versions, dataset revision, model, checksums, timings) sit beside it; "
+               "`python -m harness.run` with that config reproduces it."]
     write_text_atomic(out / "README.md", "\n".join(readme) + "\n")
     return out
 
 
+def _f(row: dict, key: str) -> str:
+    v = row.get(key)
+    return f"{v:.4f}" if isinstance(v, (int, float)) else "-"
+
+
 def main(argv=None) -> int:
+    from .store import default_results
+
     ap = argparse.ArgumentParser(description="Package runs into a submission folder.")
     ap.add_argument("systems", nargs="+")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--results", type=Path, default=Path("runs/results.jsonl"))
+    ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
     a = ap.parse_args(argv)
-    print(package(a.results, a.systems, a.out))
+    print(package(a.results or default_results(), a.systems, a.out))
     return 0
 
 

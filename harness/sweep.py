@@ -96,7 +96,7 @@ def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
     nodes, scores, store = {}, {}, None
     for _, overrides in jobs:
         cfg = compose(overrides)
-        store = store or Store(cfg.root)
+        store = store or Store.from_config(cfg)
         exp = Experiment(cfg, datasets.get(cfg), store, plan=True)
         s = exp.scores()
         scores.setdefault(s.key, (overrides, cfg))

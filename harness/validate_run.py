@@ -1,17 +1,20 @@
 """Validate a TREC run file before submitting it or scoring it.
 
     python -m harness.validate_run FILE [--tag TAG] [--max-per-topic 100]
-        [--dataset local --path DIR | --dataset mini] [--qrels-ids]
+        [--dataset local --path DIR | --dataset beir --path DIR | --dataset mini] [--strict]
 
-Checks, each reported with its line number: six columns (``qid Q0 docid rank score tag``),
-numeric score, integer rank, one tag in the whole file (and the expected one, if given), no
-duplicate (qid, docid), ranks that agree with scores (rank 1 = highest score, increasing ranks
-never with a higher score), at most N documents per topic, and, with a dataset, qids and docids
-that the dataset knows. Exit status 1 when any error is found.
+Checks, each reported with its line number: six columns (``qid Q0 docid rank score tag``), a
+finite numeric score, ranks 1..n in file order within each topic, one tag in the whole file (and
+the expected one, if given), no duplicate (qid, docid), ranks that agree with scores (rank 1 =
+highest score, increasing ranks never with a higher score), at most N documents per topic, and,
+with a dataset, qids and docids that the dataset knows. With a dataset, topics of the dataset
+that the run does not cover are reported (count and examples); ``--strict`` makes that an error.
+Exit status 1 when any error is found, 2 when the file or dataset cannot be read.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,11 +35,13 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
     problems: list[Problem] = []
     if not path.exists():
         return [Problem(0, f"{path}: no such file")]
+    if not path.is_file():
+        return [Problem(0, f"{path}: not a file (a directory?). Fix: give the path of a TREC run file")]
     seen: dict = {}
     per_topic: dict = {}
     last: dict = {}  # qid -> (rank, score, line)
     file_tag = None
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if len(problems) >= max_problems:
                 problems.append(Problem(0, f"stopped after {max_problems} problems"))
@@ -57,11 +62,16 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
                 continue
             try:
                 score = float(score_s)
-                if score != score:
-                    raise ValueError
             except ValueError:
                 problems.append(Problem(n, f"score {score_s!r} is not a number"))
                 continue
+            if not math.isfinite(score):
+                problems.append(Problem(n, f"score {score_s!r} is not a finite number"))
+                continue
+            expected_rank = per_topic.get(qid, 0) + 1
+            if rank != expected_rank:
+                problems.append(Problem(n, f"rank {rank} for topic {qid!r}: ranks must run 1..n in file order, "
+                                           f"expected {expected_rank}"))
             if file_tag is None:
                 file_tag = run_tag
                 if tag is not None and run_tag != tag:
@@ -77,9 +87,7 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
                 problems.append(Problem(n, f"topic {qid!r} has more than {max_per_topic} documents"))
             if qid in last:
                 prank, pscore, pline = last[qid]
-                if rank <= prank:
-                    problems.append(Problem(n, f"rank {rank} does not increase after rank {prank} (line {pline}) for topic {qid!r}"))
-                elif score > pscore:
+                if score > pscore:
                     problems.append(Problem(n, f"ranks disagree with scores: rank {rank} has score {score} > {pscore} "
                                                f"at rank {prank} (line {pline}) for topic {qid!r}"))
             last[qid] = (rank, score, n)
@@ -92,6 +100,13 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
     return problems
 
 
+def missing_topics(path: str | Path, qids: set) -> list[str]:
+    """Topics of the dataset that the run does not rank."""
+    with open(path, encoding="utf-8") as f:
+        ranked = {line.split(None, 1)[0] for line in f if line.strip()}
+    return sorted(qids - ranked)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Validate a TREC run file.")
     ap.add_argument("run")
@@ -100,30 +115,61 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset", choices=["local", "beir", "mini"], default=None,
                     help="check qids and docids against this dataset")
     ap.add_argument("--path", default=None, help="dataset folder for --dataset local|beir")
+    ap.add_argument("--strict", action="store_true", help="topics of the dataset missing from the run are errors")
     a = ap.parse_args(argv)
-    qids = docids = None
-    if a.dataset:
-        from . import data
-
-        ds = (data.load_local(a.path) if a.dataset == "local" else data.load_beir(a.path) if a.dataset == "beir"
-              else _mini())
-        qids, docids = set(ds.query_ids), set(ds.doc_ipc3)
-    problems = validate(a.run, a.tag, a.max_per_topic, qids, docids)
+    try:
+        problems, warnings = check(a)
+    except (UnicodeDecodeError, OSError, ValueError) as e:  # DataError is a ValueError
+        print(f"{a.run}: cannot validate: {one_line(e)}", file=sys.stderr)
+        return 2
     for p in problems:
         print(f"{a.run}: {p}")
-    if problems:
-        print(f"{a.run}: {len(problems)} problem(s)", file=sys.stderr)
+    for w in warnings:
+        print(f"{a.run}: {'error' if a.strict else 'warning'}: {w}")
+    if problems or (a.strict and warnings):
+        print(f"{a.run}: {len(problems) + (len(warnings) if a.strict else 0)} problem(s)", file=sys.stderr)
         return 1
     print(f"{a.run}: valid")
     return 0
 
 
-def _mini():
-    from omegaconf import OmegaConf
+def check(a) -> tuple[list[Problem], list[str]]:
+    qids = docids = None
+    if a.dataset:
+        ds = _dataset(a.dataset, a.path)
+        qids, docids = set(ds.query_ids), set(ds.doc_ipc3)
+    problems = validate(a.run, a.tag, a.max_per_topic, qids, docids)
+    warnings = []
+    if qids is not None and Path(a.run).is_file():
+        missing = missing_topics(a.run, qids)
+        if missing:
+            warnings.append(f"{len(missing)} of the dataset's {len(qids)} topics are not in the run, e.g. {missing[:5]}")
+    return problems, warnings
 
+
+def one_line(e: Exception) -> str:
+    if isinstance(e, UnicodeDecodeError):
+        return f"not UTF-8 text ({e.reason} at byte {e.start}). Fix: write the run as UTF-8"
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text
+
+
+def _dataset(kind: str, path: str | None):
     from . import data
+    from .data.schema import DataError
+    from .store import default_root
 
-    return data.load(OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "dataset" / "mini.yaml"))
+    if kind in ("local", "beir") and not path:
+        raise DataError(f"--dataset {kind} needs --path DIR. Fix: add --path with the dataset folder.")
+    if kind == "mini":
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "dataset" / "mini.yaml")
+        return data.load(cfg, default_root())
+    from .data.digest import default_cache
+
+    cache = default_cache(default_root())
+    return data.load_local(path, digest_cache=cache) if kind == "local" else data.load_beir(path, digest_cache=cache)
 
 
 if __name__ == "__main__":

@@ -103,7 +103,7 @@ def test_qrels_naming_unknown_ids(small, row, column):
     f = small / "qrels_all.parquet"
     pd.concat([pd.read_parquet(f), pd.DataFrame([row])]).to_parquet(f, index=False)
     with pytest.raises(DataError) as e:
-        load_local(small)
+        load_local(small, unknown_ids="error")  # unknown documents are kept by default (trec_eval's way)
     assert "qrels_all.parquet" in str(e.value) and repr(column) in str(e.value) and ("Q9" in str(e.value) or "D9" in str(e.value))
 
 

@@ -32,9 +32,16 @@ class Dataset:
     corpus: Any  # has iter_batches(columns, batch_size)
     domain_source: str = "file"
     source: dict = field(default_factory=dict)
+    drop_self_hits: bool = True
 
     def __post_init__(self):
         self.positives, self.domain_check = positives(self.qrels_raw, self.queries, self.doc_ipc3, self.domain_source)
+        both = set(self.queries[S.QUERY_ID]) & set(self.doc_ipc3)
+        self.self_ids = both if self.drop_self_hits else set()
+        if both:
+            log.warning("%d query id(s) are also corpus ids (e.g. %s): %s", len(both), sorted(both)[:3],
+                        "each query's own family is dropped from its ranking (dataset.drop_self_hits=true)"
+                        if self.drop_self_hits else "they may retrieve themselves (dataset.drop_self_hits=false)")
 
     @property
     def n_docs(self) -> int:
@@ -56,65 +63,85 @@ class Dataset:
                 "domain_disagreements": self.domain_check.disagreements}
 
 
-def _make(name: str, parts: dict, domain_source: str, source: dict) -> Dataset:
+def _make(name: str, parts: dict, opts: dict, source: dict) -> Dataset:
     return Dataset(name=name, fingerprint=parts["fingerprint"], queries=parts["queries"], qrels_raw=parts["qrels"],
-                   doc_ipc3=parts["doc_ipc3"], corpus=parts["corpus"], domain_source=domain_source,
+                   doc_ipc3=parts["doc_ipc3"], corpus=parts["corpus"], domain_source=opts.get("domain_source", "file"),
+                   drop_self_hits=bool(opts.get("drop_self_hits", True)),
                    source={**source, "files": parts["files"], "fingerprint": parts["fingerprint"]})
 
 
-def load_local(path: str | Path, files: dict | None = None, domain_source: str = "file", name: str = "local") -> Dataset:
+def _opts(domain_source: str = "file", unknown_ids: str = "keep", drop_self_hits: bool = True) -> dict:
+    return {"domain_source": domain_source, "unknown_ids": unknown_ids, "drop_self_hits": drop_self_hits}
+
+
+def load_local(path: str | Path, files: dict | None = None, name: str = "local", digest_cache: Path | None = None,
+               **opts) -> Dataset:
     from .dapfam import read_local
 
-    return _make(name, read_local(path, files), domain_source, {"type": "local", "path": str(Path(path).resolve())})
+    opts = _opts(**opts)
+    parts = read_local(path, files, opts["unknown_ids"], digest_cache)
+    return _make(name, parts, opts, {"type": "local", "path": str(Path(path).resolve())})
 
 
-def load_beir(path: str | Path, split: str = "test", domain_source: str = "file") -> Dataset:
+def load_beir(path: str | Path, split: str = "test", digest_cache: Path | None = None, **opts) -> Dataset:
     from .beir import read_beir
 
-    return _make("beir", read_beir(path, split), domain_source, {"type": "beir", "path": str(Path(path).resolve())})
+    opts = _opts(**opts)
+    parts = read_beir(path, split, opts["unknown_ids"], digest_cache)
+    return _make("beir", parts, opts, {"type": "beir", "path": str(Path(path).resolve())})
 
 
 def load_hub(repo_id: str, revision: str, files: dict | None = None, cache_dir: str | None = None,
-             domain_source: str = "file") -> Dataset:
+             digest_cache: Path | None = None, **opts) -> Dataset:
     from .dapfam import DEFAULT_FILES, download_hub, read_local
 
+    opts = _opts(**opts)
     files = {**DEFAULT_FILES, **(files or {})}
     root, commit = download_hub(repo_id, revision, files, cache_dir)
-    return _make("dapfam", read_local(root, files), domain_source, {"type": "hub", "repo_id": repo_id, "revision": commit})
+    parts = read_local(root, files, opts["unknown_ids"], digest_cache)
+    return _make("dapfam", parts, opts, {"type": "hub", "repo_id": repo_id, "revision": commit})
 
 
-def load_mini(folder: str | Path, params: dict, domain_source: str = "file") -> Dataset:
+def load_mini(folder: str | Path, params: dict, **opts) -> Dataset:
     """Generate the synthetic set once into ``folder`` (an artifact keyed by its parameters), then
     read it through the local loader, so ``mini`` takes the same path as real data."""
     from ..store import Artifact, Store
     from . import mini
+    from .digest import default_cache
 
     art = Artifact("dataset", {"generator": "mini", "version": mini.GENERATOR_VERSION, **params})
     path = Store(folder).ensure(art, lambda tmp: mini.write(tmp, **params) and None, describe="mini dataset")
-    return load_local(path, domain_source=domain_source, name="mini")
+    return load_local(path, name="mini", digest_cache=default_cache(folder), **opts)
 
 
 def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
     """Load the dataset a Hydra ``dataset`` config group describes."""
+    from .digest import default_cache
+
     kind = cfg.get("type")
-    ds_src = cfg.get("domain_source", "file")
+    opts = {"domain_source": cfg.get("domain_source", "file"), "unknown_ids": cfg.get("unknown_ids", "keep"),
+            "drop_self_hits": cfg.get("drop_self_hits", True)}
+    if not isinstance(opts["drop_self_hits"], bool):
+        raise DataError(f"dataset.drop_self_hits={opts['drop_self_hits']!r}: expected true or false.")
+    cache = default_cache(artifacts_root)
     if kind == "mini":
         from omegaconf import OmegaConf
 
         params = OmegaConf.to_container(cfg.get("params") or {}, resolve=True)
         if "description_words" in params:  # a (min, max) range
             params["description_words"] = tuple(params["description_words"])
-        ds = load_mini(artifacts_root, params, ds_src)
+        ds = load_mini(artifacts_root, params, **opts)
     elif kind == "local":
         if not cfg.get("path"):
             raise DataError("dataset=local needs dataset.path=DIR (a folder with queries.parquet, corpus.parquet, qrels_all.parquet).")
-        ds = load_local(cfg.path, dict(cfg.get("files") or {}), ds_src)
+        ds = load_local(cfg.path, dict(cfg.get("files") or {}), digest_cache=cache, **opts)
     elif kind == "beir":
         if not cfg.get("path"):
             raise DataError("dataset=beir needs dataset.path=DIR (a folder with corpus.jsonl, queries.jsonl, qrels/test.tsv).")
-        ds = load_beir(cfg.path, cfg.get("split", "test"), ds_src)
+        ds = load_beir(cfg.path, cfg.get("split", "test"), digest_cache=cache, **opts)
     elif kind == "hub":
-        ds = load_hub(cfg.repo_id, cfg.revision, dict(cfg.get("files") or {}), cfg.get("cache_dir"), ds_src)
+        ds = load_hub(cfg.repo_id, cfg.revision, dict(cfg.get("files") or {}), cfg.get("cache_dir"), digest_cache=cache,
+                      **opts)
     else:
         raise DataError(f"dataset.type={kind!r}: expected one of mini, local, beir, hub. Fix: choose dataset=mini|local|beir|dapfam.")
     log.info("dataset %s: %s", ds.name, ds.summary())

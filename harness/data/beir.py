@@ -8,7 +8,6 @@ other views. Classification codes, for IN/OUT, come from an ``ipc3`` list in eit
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,8 @@ from typing import Iterator
 import pandas as pd
 
 from . import schema as S
-from .dapfam import fingerprint_file, validate
+from .dapfam import validate
+from .digest import files_digest
 from .schema import DataError
 
 
@@ -28,14 +28,21 @@ def _codes(rec: dict):
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     if not path.exists():
         raise DataError(f"{path}: file not found. Fix: a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/test.tsv.")
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{n}: not UTF-8 text ({e.reason} at byte {e.start}). Fix: re-encode the file "
+                                f"as UTF-8.") from None
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 raise DataError(f"{path}:{n}: not valid JSON ({e.msg}). Fix: one JSON object per line.") from e
+            if not isinstance(rec, dict):
+                raise DataError(f"{path}:{n}: a JSON {type(rec).__name__}, not an object. Fix: one JSON object per line.")
             if "_id" not in rec:
                 raise DataError(f"{path}:{n}: missing field '_id'. Fix: every BEIR record needs an '_id'.")
             yield n, rec
@@ -61,7 +68,12 @@ class JsonlCorpus:
             yield pd.DataFrame(rows)
 
 
-def read_beir(path: str | Path, split: str = "test") -> dict:
+# BEIR's own column names, for messages about BEIR files.
+NAMES = {S.QUERY_ID: "_id", S.DOC_ID: "_id", S.RELEVANCE: "score", S.DOMAIN: "domain",
+         "qrels_query_id": "query-id", "qrels_doc_id": "corpus-id"}
+
+
+def read_beir(path: str | Path, split: str = "test", unknown_ids: str = "keep", digest_cache: Path | None = None) -> dict:
     root = Path(path).expanduser().resolve()
     cpath, qpath, rpath = root / "corpus.jsonl", root / "queries.jsonl", root / "qrels" / f"{split}.tsv"
     docs = pd.DataFrame([{S.DOC_ID: str(r["_id"]), S.IPC3: _codes(r)} for _, r in _read_jsonl(cpath)],
@@ -74,7 +86,11 @@ def read_beir(path: str | Path, split: str = "test") -> dict:
     )
     if not rpath.exists():
         raise DataError(f"{rpath}: file not found. Fix: BEIR qrels live in qrels/<split>.tsv (dataset.split={split}).")
-    qrels = pd.read_csv(rpath, sep="\t", dtype=str, keep_default_na=False)
+    try:
+        qrels = pd.read_csv(rpath, sep="\t", dtype=str, keep_default_na=False, encoding="utf-8")
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise DataError(f"{rpath}: not a readable TSV ({str(e).splitlines()[0]}). Fix: UTF-8 text with the header "
+                        f"'query-id<TAB>corpus-id<TAB>score'.") from None
     need = ["query-id", "corpus-id", "score"]
     missing = [c for c in need if c not in qrels.columns]
     if missing:
@@ -82,7 +98,8 @@ def read_beir(path: str | Path, split: str = "test") -> dict:
                         f"header 'query-id<TAB>corpus-id<TAB>score'.")
     qrels = qrels.rename(columns={"query-id": S.QUERY_ID, "corpus-id": S.DOC_ID, "score": S.RELEVANCE})
     qrels[S.DOMAIN] = qrels["domain"] if "domain" in qrels else None
-    parts = validate(queries, docs, qrels[[S.QUERY_ID, S.DOC_ID, S.RELEVANCE, S.DOMAIN]], qpath=qpath, cpath=cpath, rpath=rpath)
-    fp = hashlib.sha256("".join(fingerprint_file(p) for p in (qpath, cpath, rpath)).encode()).hexdigest()[:16]
+    parts = validate(queries, docs, qrels[[S.QUERY_ID, S.DOC_ID, S.RELEVANCE, S.DOMAIN]], qpath=qpath, cpath=cpath,
+                     rpath=rpath, unknown_ids=unknown_ids, names=NAMES)
+    fp = files_digest((qpath, cpath, rpath), digest_cache)
     return parts | {"corpus": JsonlCorpus(cpath), "fingerprint": fp,
                     "files": {"queries": str(qpath), "corpus": str(cpath), "qrels": str(rpath)}}

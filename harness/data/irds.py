@@ -89,13 +89,16 @@ def register(prefix: str, get: Callable, doc_view: str = "FULL", query_view: str
     return ids
 
 
-def register_defaults(root: str = ".") -> list[str]:
-    """``dapfam/*`` (the hub, with conf/dataset/dapfam.yaml's settings) and ``dapfam-mini/*``."""
+def register_defaults(root: str | None = None) -> list[str]:
+    """``dapfam/*`` (the hub, with conf/dataset/dapfam.yaml's settings) and ``dapfam-mini/*``,
+    with artifacts under ``root`` (default: ``$HARNESS_ROOT``, else the current directory)."""
     from omegaconf import OmegaConf
     from pathlib import Path
 
+    from ..store import default_root
     from . import load
 
+    root = root if root is not None else default_root()
     conf = Path(__file__).resolve().parents[2] / "conf" / "dataset"
     hub = OmegaConf.load(conf / "dapfam.yaml")
     mini = OmegaConf.load(conf / "mini.yaml")

@@ -46,30 +46,61 @@ class DomainCheck:
 
 
 def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain_source: str = "file"):
-    """Positive pairs with a final ``domain`` column, and the check of file vs recomputed labels."""
+    """Positive pairs with a final ``domain`` column, and the check of file vs recomputed labels.
+
+    A judged document missing from the corpus (kept by ``dataset.unknown_ids=keep``) has no IPC3
+    codes: it takes the file's IN/OUT label, and without one it counts in ALL only."""
     if domain_source not in ("file", "ipc3"):
         raise DataError(f"dataset.domain_source={domain_source!r}: expected 'file' or 'ipc3'.")
     pos = qrels[qrels[S.RELEVANCE] > 0].copy()
     q_codes = dict(zip(queries[S.QUERY_ID], queries[S.IPC3]))
-    pos["ipc3_domain"] = [ipc3_domain(q_codes[q], doc_ipc3[d]) for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])]
+    pos["ipc3_domain"] = [ipc3_domain(q_codes[q], doc_ipc3[d]) if d in doc_ipc3 else None
+                          for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])]
     labelled = pos[S.DOMAIN].isin(["IN", "OUT"])
-    disagree = pos[labelled & (pos[S.DOMAIN] != pos["ipc3_domain"])]
+    known = pos["ipc3_domain"].notna()
+    disagree = pos[labelled & known & (pos[S.DOMAIN] != pos["ipc3_domain"])]
     check = DomainCheck(
-        pairs=int(labelled.sum()),
+        pairs=int((labelled & known).sum()),
         disagreements=len(disagree),
         examples=disagree[[S.QUERY_ID, S.DOC_ID, S.DOMAIN, "ipc3_domain"]].head(5).to_dict("records"),
     )
     if domain_source == "file" and (~labelled).any():
         n = int((~labelled).sum())
-        if n == len(pos) or pos[S.DOMAIN].isna().all():
-            log.warning("qrels carry no IN/OUT labels: using IPC3 overlap for all %d positive pairs", n)
+        if n == len(pos):
+            log.warning("qrels carry no IN/OUT labels (domain_rel): using IPC3 overlap for all %d positive pairs", n)
         else:
             log.warning("%d positive pairs have no IN/OUT label in domain_rel: using IPC3 overlap for them", n)
-    pos["domain"] = pos["ipc3_domain"] if domain_source == "ipc3" else pos[S.DOMAIN].where(labelled, pos["ipc3_domain"])
+    if domain_source == "ipc3":
+        pos["domain"] = pos["ipc3_domain"].where(known, pos[S.DOMAIN].where(labelled))
+    else:
+        pos["domain"] = pos[S.DOMAIN].where(labelled, pos["ipc3_domain"])
+    if pos["domain"].isna().any():
+        log.warning("%d positive pairs judge documents missing from the corpus without an IN/OUT label: they count "
+                    "in ALL only", int(pos["domain"].isna().sum()))
     if check.disagreements:
         log.warning("%s; using the %s label (dataset.domain_source)", check, "IPC3" if domain_source == "ipc3" else "file's")
     out = pos.rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"})
     return out[["query_id", "doc_id", "relevance", "domain"]].reset_index(drop=True), check
+
+
+def integer_grades(qrels: pd.DataFrame) -> pd.DataFrame:
+    """Grades as the integers trec_eval and pytrec_eval require, keeping their ratios.
+
+    Integer grades are returned as they are. Fractional grades (0.5, 0.9) are multiplied by the
+    smallest power of ten that makes them integers (at most 10^6, then rounded), and a positive
+    grade never becomes 0. nDCG's linear gains are unchanged by a common factor, and measures that
+    binarise (R, P, AP: grade >= 1) see every positive as relevant: > 0 is relevant, as documented.
+    """
+    rel = qrels["relevance"].astype(float)
+    if (rel == rel.round()).all():
+        return qrels.assign(relevance=rel.astype(int))
+    for digits in range(1, 7):
+        scaled = rel * 10 ** digits
+        if ((scaled - scaled.round()).abs() < 1e-6).all():
+            break
+    ints = scaled.round().astype(int)
+    ints[(rel > 0) & (ints < 1)] = 1
+    return qrels.assign(relevance=ints)
 
 
 def subset(pos: pd.DataFrame, name: str) -> pd.DataFrame:
@@ -81,10 +112,12 @@ def subset(pos: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def write_trec_qrels(qrels: pd.DataFrame, path: str | Path) -> Path:
-    """``qid 0 docid rel`` lines, readable by trec_eval, Anserini and ir-measures."""
+    """``qid 0 docid rel`` lines, readable by trec_eval, Anserini and ir-measures (fractional
+    grades scaled to integers by :func:`integer_grades`)."""
     from ..store import write_text_atomic
 
-    lines = [f"{q} 0 {d} {int(r)}\n" for q, d, r in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)]
+    qrels = integer_grades(qrels)
+    lines = [f"{q} 0 {d} {r}\n" for q, d, r in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)]
     write_text_atomic(path, "".join(lines))
     return Path(path)
 
