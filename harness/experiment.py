@@ -265,9 +265,9 @@ class Experiment:
 
     def scores(self) -> Artifact:
         run = self.final_run()
-        metrics = list(self.cfg.metrics)
+        metrics = self.metrics
         # format 2: the folder holds manifest.json too
-        art = Artifact("scores", {"metrics": metrics, "domain_source": self.ds.domain_source, "format": 2},
+        art = Artifact("scores", {"metrics": metrics, "qrels": self.ds.qrels_digest, "format": 3},
                        (run, self.dataset_node))
 
         def build(tmp: Path):

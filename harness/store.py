@@ -217,8 +217,9 @@ class Store:
                              f"which is building {art.kind} {art.key}. Fix: if that process is hung, kill it "
                              f"(its lock is released when it exits), or raise store.lock_timeout.") from None
         except OSError as e:
-            raise StoreError(f"cannot lock {lock.lock_file} ({e.strerror}). Fix: set HARNESS_ROOT (or root=) to a "
-                             f"writable folder.") from e
+            raise StoreError(f"cannot lock {lock.lock_file} ({e.strerror}): the artifact root {self.root} is not "
+                             f"writable and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to "
+                             f"a writable folder.") from e
         write_text_atomic(owner, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
 
     def ensure(self, art: Artifact, build: Callable[[Path], dict | None], describe: str = "") -> Path:

@@ -85,7 +85,8 @@ def test_submission_folder(cfg_factory, tmp_path):
     row = execute(cfg)
     out = package(Path(cfg.root) / "runs" / "results.jsonl", ["doc_bm25"], tmp_path / "sub")
     files = sorted(p.name for p in out.iterdir())
-    tag = "bm25.TA-TAC.doc"
+    tag = row["tag"]
+    assert tag.startswith("bm25.TA-TAC.doc.") and len(tag) == len("bm25.TA-TAC.doc.") + 8  # readable + key
     assert files == ["README.md", f"{tag}.config.yaml", f"{tag}.manifest.json", f"{tag}.trec"]
     assert validate(out / f"{tag}.trec", tag=tag) == []
     man = json.loads((out / f"{tag}.manifest.json").read_text())
@@ -95,3 +96,22 @@ def test_submission_folder(cfg_factory, tmp_path):
     assert man["versions"]["lucene"] and man["versions"]["java"].startswith("21") and man["versions"]["torch"]
     assert man["dataset"]["fingerprint"] and man["config_hash"]
     assert f"{row['nDCG@100/ALL']:.4f}" in (out / "README.md").read_text()
+
+
+def test_tags_differ_with_k1_and_submit_refuses_one_tag_twice(cfg_factory, tmp_path):
+    from pathlib import Path
+
+    from harness.run import execute
+    from harness.runs import read_trec
+    from harness.submit import package
+
+    rows = [execute(cfg_factory("+experiment=doc_bm25", f"bm25.k1={k1}", f"name=bm25_{i}")) for i, k1 in enumerate((0.9, 1.2))]
+    tags = [open(r["run_file"]).readline().split()[5] for r in rows]
+    assert tags[0] != tags[1] and tags == [r["tag"] for r in rows]
+    results = Path(rows[0]["config"]["root"]) / "runs" / "results.jsonl"
+    out = package(results, ["bm25_0", "bm25_1"], tmp_path / "sub")
+    assert sorted(p.name for p in out.glob("*.trec")) == sorted(f"{t}.trec" for t in tags)
+    assert all(len(read_trec(out / f"{t}.trec")) for t in tags)
+    with pytest.raises(SystemExit, match="share the tag"):
+        package(results, ["bm25_0", rows[0]["scores_key"]], tmp_path / "sub2")
+    assert not (tmp_path / "sub2").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,15 @@ class Dataset:
             log.warning("%d query id(s) are also corpus ids (e.g. %s): %s", len(both), sorted(both)[:3],
                         "each query's own family is dropped from its ranking (dataset.drop_self_hits=true)"
                         if self.drop_self_hits else "they may retrieve themselves (dataset.drop_self_hits=false)")
+
+    @cached_property
+    def qrels_digest(self) -> str:
+        """A digest of the judgments as scored (positives, grades, IN/OUT): scores are keyed by it,
+        so any option that changes them (unknown_ids, domain_source) makes other scores."""
+        import hashlib
+
+        table = self.positives.sort_values(["query_id", "doc_id"]).to_csv(index=False)
+        return hashlib.sha256(table.encode()).hexdigest()[:16]
 
     @property
     def n_docs(self) -> int:

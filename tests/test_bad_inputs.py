@@ -1,0 +1,471 @@
+"""Bad inputs, one table: every row gives a clear error (file or key, and the fix) or the documented
+handling with the right score. A score is either right or not printed.
+
+All rows share one artifact root that holds a finished reference experiment; after each row that
+experiment must be reused unchanged (nothing rebuilt, the same bytes), so no bad input can damage
+what was computed before it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import ir_measures
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, TINY, make_cfg
+from harness.data import DataError
+from harness.data import schema as S
+from harness.experiment import ConfigError
+from harness.run import execute
+from harness.store import StoreError
+
+SCORES = [f"{m}/{s}" for m in ("nDCG@100", "R@100") for s in ("ALL", "IN", "OUT")]
+BASE = ("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA", "bm25.k1=0.9", "bm25.b=0.4")
+
+
+def run(root: Path, folder: Path | None, *overrides: str, dataset: str = "local") -> dict:
+    data = [f"dataset={dataset}", f"dataset.path={folder}"] if folder else []
+    return execute(make_cfg(root, *data, *BASE, *overrides, tiny=False))
+
+
+def scores(row: dict) -> dict:
+    return {k: row.get(k) for k in SCORES}
+
+
+def same_scores(a: dict, b: dict) -> None:
+    for k in SCORES:
+        assert a[k] == pytest.approx(b[k], abs=1e-9), (k, a[k], b[k])
+
+
+@dataclass
+class World:
+    """The shared root, the clean data and the reference experiment that every row must leave alone."""
+
+    root: Path
+    clean: Path
+    ref: dict
+    snapshot: dict
+    tmp: Path
+    n: int = 0
+
+    def copy(self) -> Path:
+        self.n += 1
+        dst = self.tmp / f"case{self.n}"
+        shutil.copytree(self.clean, dst)
+        return dst
+
+
+def snapshot(root: Path, row: dict) -> dict:
+    """Bytes of every file of every finished artifact the reference row used."""
+    man = json.loads((root / "runs" / "scores" / row["scores_key"] / "manifest.json").read_text())
+    out = {}
+    for a in man["artifacts"] + [{"kind": "scores", "key": row["scores_key"]}]:
+        top = "runs" if a["kind"] in ("unit_run", "family_run", "fused_run", "scores") else "indexes"
+        folder = root / top / a["kind"] / a["key"]
+        for p in folder.rglob("*"):
+            if p.is_file():
+                out[str(p)] = p.read_bytes()
+    return out
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> World:
+    from harness.data import mini
+
+    tmp = tmp_path_factory.mktemp("bad")
+    clean = mini.write(tmp / "clean", **dict(TINY, description_words=tuple(TINY["description_words"])))
+    root = tmp / "root"
+    ref = run(root, clean)
+    return World(root, clean, ref, snapshot(root, ref), tmp)
+
+
+# ---------------------------------------------------------------- how rows change things
+def edit(file: str, fn: Callable[[pd.DataFrame], pd.DataFrame]):
+    def mutate(folder: Path) -> None:
+        p = folder / file
+        fn(pd.read_parquet(p)).to_parquet(p, index=False)
+    return mutate
+
+
+def codes_as(fmt: Callable[[list], str], drop_domain: bool = True):
+    """IPC3 lists rewritten as strings in queries and corpus; without domain_rel, IN/OUT comes
+    from the codes alone, so a wrong parse would change IN/OUT scores."""
+    def mutate(folder: Path) -> None:
+        for f in ("queries.parquet", "corpus.parquet"):
+            edit(f, lambda t: t.assign(**{S.IPC3: [fmt(list(c)) for c in t[S.IPC3]]}))(folder)
+        if drop_domain:
+            edit("qrels_all.parquet", lambda t: t.drop(columns=[S.DOMAIN]))(folder)
+    return mutate
+
+
+def grades(fn):
+    return edit("qrels_all.parquet", lambda t: t.assign(**{S.RELEVANCE: fn(t[S.RELEVANCE])}))
+
+
+def set_row(file: str, col: str, value, row: int = 0):
+    def fn(t):
+        t = t.copy()
+        t[col] = t[col].astype(object)
+        t.at[t.index[row], col] = value
+        return t
+    return edit(file, fn)
+
+
+def unknown_doc(folder: Path) -> None:
+    edit("qrels_all.parquet", lambda t: pd.concat([t, pd.DataFrame([{
+        S.QUERY_ID: t[S.QUERY_ID].iloc[0], S.DOC_ID: "GHOST-1", S.RELEVANCE: 1, S.DOMAIN: "OUT"}])]))(folder)
+
+
+def queries_in_corpus(folder: Path) -> None:
+    q = pd.read_parquet(folder / "queries.parquet")
+    c = pd.read_parquet(folder / "corpus.parquet")
+    extra = q.rename(columns={S.QUERY_ID: S.DOC_ID})[c.columns]
+    pd.concat([c, extra], ignore_index=True).to_parquet(folder / "corpus.parquet", index=False)
+
+
+def binary_text(folder: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(folder / "corpus.parquet")
+    raw = [s.encode("latin-1", errors="replace") + b"\xe9\xff" for s in t.column(S.TITLE).to_pylist()]
+    i = t.schema.get_field_index(S.TITLE)
+    pq.write_table(t.set_column(i, S.TITLE, pa.array(raw, type=pa.binary())), folder / "corpus.parquet")
+
+
+def not_parquet(file: str):
+    return lambda folder: (folder / file).write_text("query_id,title_en\nQ1,x\n")
+
+
+# ---------------------------------------------------------------- what rows expect
+@dataclass
+class Row:
+    id: str
+    mutate: Callable[[Path], None] | None = None
+    overrides: tuple = ()
+    error: tuple | None = None           # (exception type, regex the message must match)
+    same: bool = False                    # the clean data's scores, exactly
+    check: Callable | None = None         # check(row, world, folder) for other documented handling
+    logs: str | None = None               # a warning that must be logged
+    fix: bool = True                      # the error names a fix
+
+
+def graded_equals_integer(row, world, folder):
+    """0.5 / 1.0 grades score as 1 / 2 (nDCG is unchanged by a common factor)."""
+    twin = world.copy()
+    grades(lambda r: np.where(r > 0, np.where(np.arange(len(r)) % 2 == 0, 1, 2), 0))(twin)
+    same_scores(scores(row), scores(run(world.root, twin)))
+    assert row["nDCG@100/ALL"] != pytest.approx(world.ref["nDCG@100/ALL"], abs=1e-6)  # really graded
+
+
+def no_self_hits(row, world, folder):
+    run_file = pd.read_csv(row["run_file"], sep=" ", header=None, dtype=str)
+    assert not (run_file[0] == run_file[2]).any()
+    assert run_file.groupby(0).size().min() == 100  # the cut is made after dropping, not before
+
+
+def self_hits_kept(row, world, folder):
+    run_file = pd.read_csv(row["run_file"], sep=" ", header=None, dtype=str)
+    assert (run_file[0] == run_file[2]).sum() > 0
+
+
+def unknown_kept(row, world, folder):
+    """The ghost document counts as relevant but unretrievable: trec_eval's answer on the same files."""
+    qrels = pd.read_parquet(folder / "qrels_all.parquet")
+    qrels = qrels[qrels[S.RELEVANCE] > 0].rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id",
+                                                           S.RELEVANCE: "relevance"})
+    run_file = pd.read_csv(row["run_file"], sep=" ", header=None, names=["query_id", "q0", "doc_id", "r", "score", "t"],
+                           dtype={"query_id": str, "doc_id": str})
+    want = ir_measures.calc_aggregate([ir_measures.R @ 100], qrels[["query_id", "doc_id", "relevance"]], run_file)
+    assert row["R@100/ALL"] == pytest.approx(want[ir_measures.R @ 100], abs=1e-9)
+    assert row["R@100/ALL"] < world.ref["R@100/ALL"]
+    same_scores({**scores(row), "R@100/ALL": 0, "nDCG@100/ALL": 0, "R@100/OUT": 0, "nDCG@100/OUT": 0},
+                {**scores(world.ref), "R@100/ALL": 0, "nDCG@100/ALL": 0, "R@100/OUT": 0, "nDCG@100/OUT": 0})
+
+
+def measure_equals_ir_measures(name):
+    def check(row, world, folder):
+        qrels = pd.read_parquet(world.clean / "qrels_all.parquet")
+        qrels = qrels[qrels[S.RELEVANCE] > 0].rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id",
+                                                               S.RELEVANCE: "relevance"})
+        run_file = pd.read_csv(row["run_file"], sep=" ", header=None,
+                               names=["query_id", "q0", "doc_id", "r", "score", "t"], dtype={"query_id": str, "doc_id": str})
+        m = ir_measures.parse_measure(name)
+        assert row[f"{m}/ALL"] == pytest.approx(ir_measures.calc_aggregate([m], qrels, run_file)[m], abs=1e-9)
+    return check
+
+
+ROWS = [
+    # ---- data: classification codes
+    Row("ipc3_python_list_repr", codes_as(lambda c: repr(c)), same=True, logs="holds strings, not lists"),
+    Row("ipc3_numpy_repr", codes_as(lambda c: str(np.array(c))), same=True, logs="holds strings, not lists"),
+    Row("ipc3_space_separated", codes_as(lambda c: " ".join(c)), same=True),
+    Row("ipc3_semicolons", codes_as(lambda c: ";".join(c)), same=True),
+    Row("ipc3_json_string", codes_as(lambda c: json.dumps(c)), same=True),
+    Row("domain_rel_lowercase", edit("qrels_all.parquet", lambda t: t.assign(**{S.DOMAIN: t[S.DOMAIN].str.lower()})),
+        same=True),
+    Row("domain_rel_unknown_label", set_row("qrels_all.parquet", S.DOMAIN, "MAYBE"),
+        error=(DataError, r"qrels_all.parquet.*domain_rel.*MAYBE.*Fix")),
+    # ---- data: relevance grades
+    Row("relevance_float_0_9", grades(lambda r: np.where(r > 0, 0.9, 0.0)), same=True),
+    Row("relevance_float_0_5", grades(lambda r: np.where(r > 0, 0.5, 0.0)), same=True),
+    Row("relevance_graded_fractions", grades(lambda r: np.where(r > 0, np.where(np.arange(len(r)) % 2 == 0, 0.5, 1.0), 0)),
+        check=graded_equals_integer),
+    Row("qrels_empty", edit("qrels_all.parquet", lambda t: t.iloc[:0]),
+        error=(DataError, r"qrels_all.parquet: no positive judgment.*Fix")),
+    Row("qrels_all_zero", grades(lambda r: r * 0), error=(DataError, r"qrels_all.parquet: no positive judgment")),
+    Row("relevance_infinite", grades(lambda r: np.where(r > 0, np.inf, 0.0)),
+        error=(DataError, r"qrels_all.parquet.*relevance_score.*infinite.*Fix")),
+    Row("relevance_text", edit("qrels_all.parquet", lambda t: t.assign(**{S.RELEVANCE: ["yes"] + t[S.RELEVANCE].astype(str).tolist()[1:]})),
+        error=(DataError, r"qrels_all.parquet.*relevance_score.*non-numeric")),
+    # ---- data: ids
+    Row("query_id_with_space", set_row("queries.parquet", S.QUERY_ID, "Q 1"),
+        error=(DataError, r"queries.parquet.*'query_id'.*white space.*'Q 1'.*Fix")),
+    Row("doc_id_with_tab", set_row("corpus.parquet", S.DOC_ID, "D\t1"),
+        error=(DataError, r"corpus.parquet.*'relevant_id'.*white space.*Fix")),
+    Row("qrels_id_with_space", set_row("qrels_all.parquet", S.DOC_ID, "MINI D1"),
+        error=(DataError, r"qrels_all.parquet.*'relevant_id'.*white space.*Fix")),
+    Row("empty_doc_id", set_row("corpus.parquet", S.DOC_ID, ""), error=(DataError, r"corpus.parquet.*empty or contain")),
+    Row("duplicate_doc_id", edit("corpus.parquet", lambda t: pd.concat([t, t.iloc[:1]])),
+        error=(DataError, r"corpus.parquet.*duplicate.*Fix")),
+    Row("missing_doc_id", set_row("corpus.parquet", S.DOC_ID, None), error=(DataError, r"corpus.parquet.*missing id")),
+    Row("passage_separator_in_id", set_row("corpus.parquet", S.DOC_ID, "D#1"), error=(DataError, r"corpus.parquet.*'#'")),
+    Row("qrels_unknown_query", edit("qrels_all.parquet", lambda t: pd.concat([t, pd.DataFrame([{
+        S.QUERY_ID: "NOPE", S.DOC_ID: t[S.DOC_ID].iloc[0], S.RELEVANCE: 1, S.DOMAIN: "IN"}])])),
+        error=(DataError, r"qrels_all.parquet.*query id.*NOPE.*Fix")),
+    Row("qrels_unknown_doc_keep", unknown_doc, check=unknown_kept, logs="kept as relevant but unretrievable"),
+    Row("qrels_unknown_doc_drop", unknown_doc, ("dataset.unknown_ids=drop",), same=True, logs="GHOST-1"),
+    Row("qrels_unknown_doc_error", unknown_doc, ("dataset.unknown_ids=error",),
+        error=(DataError, r"qrels_all.parquet.*'relevant_id'.*GHOST-1.*Fix")),
+    Row("unknown_ids_bad_value", None, ("dataset.unknown_ids=ignore",), error=(DataError, r"dataset.unknown_ids='ignore'")),
+    Row("query_in_corpus_dropped", queries_in_corpus, check=no_self_hits, logs="also corpus ids"),
+    Row("query_in_corpus_kept", queries_in_corpus, ("dataset.drop_self_hits=false",), check=self_hits_kept),
+    Row("drop_self_hits_not_bool", None, ("dataset.drop_self_hits=maybe",), error=(DataError, r"dataset.drop_self_hits")),
+    # ---- data: files
+    Row("text_column_bytes", binary_text, error=(DataError, r"corpus.parquet.*'title_en' holds bytes.*Fix")),
+    Row("corpus_not_parquet", not_parquet("corpus.parquet"), error=(DataError, r"corpus.parquet.*not a readable parquet")),
+    Row("qrels_missing_column", edit("qrels_all.parquet", lambda t: t.drop(columns=[S.RELEVANCE])),
+        error=(DataError, r"qrels_all.parquet.*missing column.*relevance_score")),
+    Row("queries_file_missing", lambda f: (f / "queries.parquet").unlink(), error=(DataError, r"queries.parquet: file not found")),
+    # ---- config
+    Row("bm25_k1_negative", None, ("bm25.k1=-1",), error=(ConfigError, r"bm25.k1=-1.*expected a number >= 0")),
+    Row("bm25_k1_text", None, ("bm25.k1=abc",), error=(ConfigError, r"bm25.k1='abc'.*expected a number")),
+    Row("bm25_b_above_one", None, ("bm25.b=1.5",), error=(ConfigError, r"bm25.b=1.5.*between 0.0 and 1.0")),
+    Row("metric_unparsable", None, ("metrics=[nDCG@abc]",), error=(ConfigError, r"nDCG@abc.*ir-measures.*Fix")),
+    Row("metric_empty_list", None, ("metrics=[]",), error=(ConfigError, r"metrics=\[\].*Fix")),
+    Row("metric_without_brackets", None, ("metrics=nDCG@10",), check=measure_equals_ir_measures("nDCG@10")),
+    Row("metric_other_provider", None, ("metrics=[Judged@10]",), check=measure_equals_ir_measures("Judged@10")),
+    Row("search_k_zero", None, ("search.k=0",), error=(ConfigError, r"search.k=0")),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_bad_input(world, row, caplog):
+    folder = world.copy()
+    if row.mutate:
+        row.mutate(folder)
+    caplog.set_level(logging.WARNING)
+    if row.error:
+        exc, pattern = row.error
+        with pytest.raises(exc, match=pattern) as e:
+            run(world.root, folder, *row.overrides)
+        if row.fix:
+            assert "Fix" in str(e.value) or "expected" in str(e.value), str(e.value)
+    else:
+        got = run(world.root, folder, *row.overrides)
+        if row.same:
+            same_scores(scores(got), scores(world.ref))
+        if row.check:
+            row.check(got, world, folder)
+    if row.logs:
+        assert row.logs in caplog.text, caplog.text
+    assert_reference_untouched(world, caplog)
+
+
+def assert_reference_untouched(world: World, caplog) -> None:
+    caplog.clear()
+    caplog.set_level(logging.INFO)
+    again = run(world.root, world.clean)
+    assert "building" not in caplog.text, caplog.text
+    assert again["scores_key"] == world.ref["scores_key"]
+    assert snapshot(world.root, again) == world.snapshot
+
+
+# ---------------------------------------------------------------- store state
+def _artifact(root: Path, row: dict, kind: str) -> Path:
+    if kind == "scores":
+        return root / "runs" / "scores" / row["scores_key"]
+    man = json.loads((root / "runs" / "scores" / row["scores_key"] / "manifest.json").read_text())
+    key = next(a["key"] for a in man["artifacts"] if a["kind"] == kind)
+    top = "runs" if kind in ("unit_run", "family_run", "fused_run", "scores") else "indexes"
+    return root / top / kind / key
+
+
+def truncate(p: Path) -> None:
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+
+
+def flip_bytes_same_size(p: Path) -> None:
+    data = bytearray(p.read_bytes())
+    mid = len(data) // 2
+    data[mid:mid + 8] = bytes(255 - b for b in data[mid:mid + 8])
+    p.write_bytes(bytes(data))
+
+
+def remove_runs_below(root: Path, row: dict) -> None:
+    """Forget the runs of one experiment so that its next run must search its (damaged) index."""
+    for kind in ("unit_run", "family_run", "scores"):
+        shutil.rmtree(_artifact(root, row, kind))
+
+
+def damage_segment(root, row):
+    index = _artifact(root, row, "lucene") / "index"
+    victim = max((p for p in index.iterdir() if p.is_file() and not p.name.startswith(("segments", "write.lock"))),
+                 key=lambda p: p.stat().st_size)
+    victim.unlink()
+
+
+def damage_segments_file_same_size(root, row):
+    index = _artifact(root, row, "lucene") / "index"
+    flip_bytes_same_size(next(index.glob("segments_*")))
+    remove_runs_below(root, row)
+
+
+STORE_ROWS = {
+    # damage: what is done to the finished artifacts of a second experiment; verify: run with verify=true
+    "unit_run_truncated": (lambda root, row: truncate(_artifact(root, row, "unit_run") / "run.trec")
+                           or shutil.rmtree(_artifact(root, row, "family_run")), False, "has .* bytes"),
+    "family_run_truncated": (lambda root, row: truncate(_artifact(root, row, "family_run") / "run.trec")
+                             or shutil.rmtree(_artifact(root, row, "scores")), False, "has .* bytes"),
+    "scores_file_deleted": (lambda root, row: (_artifact(root, row, "scores") / "per_query.csv").unlink(), False,
+                            "is missing"),
+    "meta_json_garbage": (lambda root, row: (_artifact(root, row, "scores") / "meta.json").write_text("{nope"), False,
+                          "unreadable"),
+    "lucene_segment_deleted": (damage_segment, False, "is missing"),
+    "lucene_same_size_corruption_verify": (lambda root, row: flip_bytes_same_size(
+        max((p for p in (_artifact(root, row, "lucene") / "index").iterdir() if p.is_file()),
+            key=lambda p: p.stat().st_size)) or remove_runs_below(root, row), True, "another SHA-256"),
+    "lucene_corrupt_segments_file": (damage_segments_file_same_size, False, "damaged"),
+}
+
+
+@pytest.mark.parametrize("case", list(STORE_ROWS))
+def test_damaged_artifact_is_rebuilt_with_the_right_score(world, case, caplog):
+    damage, verify, message = STORE_ROWS[case]
+    # A second experiment of its own (another index than the reference's: TAC, not TA, targets)
+    k1 = (f"bm25.k1={0.5 + 0.01 * list(STORE_ROWS).index(case)}", "target_fields=TAC")
+    first = run(world.root, world.clean, *k1)
+    damage(world.root, first)
+    caplog.set_level(logging.WARNING)
+    again = run(world.root, world.clean, *k1, *(["verify=true"] if verify else []))
+    assert caplog.records and any(r.levelno == logging.WARNING for r in caplog.records)
+    import re
+
+    assert re.search(message, caplog.text), caplog.text
+    same_scores(scores(again), scores(first))
+    assert Path(again["run_file"]).read_bytes() == Path(first["run_file"]).read_bytes()
+    assert_reference_untouched(world, caplog)
+
+
+def test_edit_in_the_middle_of_a_large_corpus_changes_the_fingerprint(world):
+    """Same size, same first and last 4 MiB: only a whole-content digest sees the edit."""
+    from harness.data.digest import file_digest
+
+    big = world.tmp / "big.bin"
+    big.write_bytes(b"a" * (5 << 20) + b"MIDDLE" + b"z" * (5 << 20))
+    cache = world.tmp / "digests.json"
+    before = file_digest(big, cache)
+    assert file_digest(big, cache) == before and json.loads(cache.read_text())  # cached by stat
+    data = big.read_bytes().replace(b"MIDDLE", b"middle")
+    big.write_bytes(data)
+    assert file_digest(big, cache) != before
+
+
+def test_corpus_edit_rebuilds_instead_of_reusing_the_old_index(world):
+    folder = world.copy()
+    c = pd.read_parquet(folder / "corpus.parquet")
+    c.loc[0, S.TITLE] = c.loc[0, S.TITLE][::-1]  # same length, other text
+    c.to_parquet(folder / "corpus.parquet", index=False)
+    row = run(world.root, folder)
+    assert row["scores_key"] != world.ref["scores_key"]
+
+
+def test_lock_held_by_a_hung_builder_times_out_naming_it(world):
+    from harness.data import load_local
+    from harness.experiment import Experiment
+    from harness.store import Store
+
+    cfg = make_cfg(world.root, "dataset=local", f"dataset.path={world.clean}", *BASE, "bm25.k1=0.33",
+                   "store.lock_timeout=2", tiny=False)
+    exp = Experiment(cfg, load_local(world.clean), Store.from_config(cfg), plan=True)
+    exp.scores()
+    unit = next(n for n in exp.nodes if n.kind == "unit_run")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from filelock import FileLock; from harness.store import Store, Artifact\n"
+        "lock = FileLock(sys.argv[2]); Store(sys.argv[1])._acquire(lock, Artifact('unit_run', {})); print('held', flush=True)\n"
+        "time.sleep(120)"), str(world.root), str(Store.from_config(cfg).path(unit)) + ".lock"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreError, match=rf"timed out after 2s waiting for .*{unit.key}.lock, held by pid {holder.pid}.*kill it"):
+            execute(cfg)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_root_that_is_a_file(world):
+    f = world.tmp / "not-a-dir"
+    f.write_text("x")
+    with pytest.raises(StoreError, match="not a directory.*Fix"):
+        run(f, world.clean)
+
+
+def test_read_only_root_prints_cached_scores_and_refuses_to_build(world, tmp_path):
+    """As another user (root ignores permissions): a fully cached experiment prints its scores;
+    one that needs a build ends in one line naming the root and the fix."""
+    import os
+    import stat
+
+    ro = Path(tempfile_dir()) / "ro"
+    shutil.copytree(world.root, ro)
+    data = Path(tempfile_dir()) / "data"
+    shutil.copytree(world.clean, data)
+    for p in [ro, *ro.rglob("*")]:
+        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) | stat.S_IRUSR | stat.S_IROTH
+                | (stat.S_IXOTH if p.is_dir() else 0))
+    prefix = []
+    if os.geteuid() == 0:
+        if not shutil.which("setpriv"):
+            pytest.skip("needs setpriv to drop root's privileges")
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    hydra_dir = Path(tempfile_dir()) / "hydra"
+    base = [*prefix, sys.executable, "-m", "harness.run", f"root={ro}", f"hydra.run.dir={hydra_dir}", "dataset=local",
+            f"dataset.path={data}", *BASE]
+    env = {**os.environ, "HOME": str(hydra_dir.parent)}
+    ok = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, env=env)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    assert f"{world.ref['nDCG@100/ALL']:.4f}" in ok.stdout
+    bad = subprocess.run(base + ["bm25.k1=0.44"], cwd=ROOT, capture_output=True, text=True, env=env)
+    assert bad.returncode == 2
+    text = bad.stdout + bad.stderr  # Hydra's log goes to stdout
+    assert "Traceback" not in text and "not writable" in text and "HARNESS_ROOT" in text
+
+
+def tempfile_dir() -> str:
+    import os
+    import tempfile
+
+    d = tempfile.mkdtemp(prefix="harness-ro-")
+    os.chmod(d, 0o777)
+    return d
