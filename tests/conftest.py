@@ -1,6 +1,8 @@
 """Shared fixtures: every test writes its own data and artifacts under a temporary folder."""
 from __future__ import annotations
 
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,18 @@ def tiny_folder(tmp_path) -> Path:
 @pytest.fixture
 def cfg_factory(tmp_path):
     return lambda *o, **kw: make_cfg(tmp_path / "store", *o, **kw)
+
+
+def kill_mid_build(proc, building, timeout: float = 240, settle: float = 0.0) -> None:
+    """Wait until ``building()`` holds while ``proc`` runs, SIGKILL it, and check that it really
+    died mid-build: still running when killed, killed by the signal, the build still unfinished."""
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None and not building():
+        time.sleep(0.01)
+    assert proc.poll() is None, "the process ended before the build could be interrupted"
+    assert building(), f"no build started within {timeout}s"
+    time.sleep(settle)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, f"the process was not killed (exit status {proc.returncode})"
+    assert building(), "the build finished before the kill"

@@ -1,6 +1,5 @@
 """Sweeps: expansion, listing counts, resume after SIGKILL, second run, launchers, report."""
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -9,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, tiny_overrides
+from conftest import ROOT, kill_mid_build, tiny_overrides
 from harness.sweep import expand, load_sweep, main
 
 SWEEP = """
@@ -66,11 +65,7 @@ def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     cmd = [sys.executable, "-m", "harness.sweep", *args(tmp_path / "a", sweep_file)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     emb = tmp_path / "a" / "indexes" / "embeddings"
-    deadline = time.time() + 240
-    while time.time() < deadline and not (emb.exists() and any(emb.glob(".*.tmp"))):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)  # mid-encoding, after BM25 runs were finished
-    proc.wait()
+    kill_mid_build(proc, lambda: emb.exists() and any(emb.glob(".*.tmp")))  # mid-encoding, after the BM25 runs
     assert not [p for p in emb.glob("*") if p.is_dir() and not p.name.startswith(".")]
     assert main(args(tmp_path / "a", sweep_file)) == 0
     assert main(args(tmp_path / "b", sweep_file)) == 0  # uninterrupted
