@@ -469,3 +469,80 @@ def tempfile_dir() -> str:
     d = tempfile.mkdtemp(prefix="harness-ro-")
     os.chmod(d, 0o777)
     return d
+
+
+# ---------------------------------------------------------------- BEIR files: messages in BEIR's names
+def beir(root: Path, docs=None, queries=None, qrels="query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\t1\n") -> Path:
+    docs = docs or [{"_id": "D1", "title": "pump", "text": "a pump", "ipc3": ["F04"]},
+                    {"_id": "D2", "title": "valve", "text": "a valve", "ipc3": ["F16"]}]
+    queries = queries or [{"_id": "Q1", "text": "pump valve", "ipc3": ["F04"]}]
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(x) + "\n" for x in docs))
+    (root / "queries.jsonl").write_text("".join(json.dumps(x) + "\n" for x in queries))
+    (root / "qrels" / "test.tsv").write_text(qrels)
+    return root
+
+
+def _latin1_corpus(root: Path) -> None:
+    (root / "corpus.jsonl").write_bytes((root / "corpus.jsonl").read_bytes() + '{"_id": "D3", "text": "caf\xe9"}\n'.encode("latin-1"))
+
+
+BEIR_ROWS = {
+    "unknown_corpus_id_error": (dict(qrels="query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD9\t1\n"), None,
+                                {"unknown_ids": "error"}, r"test.tsv: column 'corpus-id' names 1 document.*D9.*Fix"),
+    "id_with_space": (dict(docs=[{"_id": "D 1", "title": "pump", "text": "a pump"}]), None, {},
+                      r"corpus.jsonl: column '_id' has 1 id.*white space.*'D 1'"),
+    "qrels_query_id_with_space": (dict(qrels="query-id\tcorpus-id\tscore\nQ 1\tD1\t1\n"), None, {},
+                                  r"test.tsv: column 'query-id' has 1 id.*white space"),
+    "not_utf8": ({}, _latin1_corpus, {}, r"corpus.jsonl:3: not UTF-8 text.*Fix"),
+    "qrels_score_text": (dict(qrels="query-id\tcorpus-id\tscore\nQ1\tD1\tyes\n"), None, {},
+                         r"test.tsv: column 'score' has non-numeric"),
+    "record_not_object": ({}, lambda r: (r / "queries.jsonl").write_text('["Q1", "pump"]\n'), {},
+                          r"queries.jsonl:1: a JSON list, not an object"),
+}
+
+
+@pytest.mark.parametrize("case", list(BEIR_ROWS))
+def test_bad_beir_input(tmp_path, case):
+    from harness.data import load_beir
+
+    files, mutate, opts, pattern = BEIR_ROWS[case]
+    root = beir(tmp_path / "beir", **files)
+    if mutate:
+        mutate(root)
+    with pytest.raises(DataError, match=pattern):
+        load_beir(root, **opts)
+
+
+def test_beir_codes_as_strings_give_the_same_domains(tmp_path):
+    from harness.data import load_beir
+
+    lists = load_beir(beir(tmp_path / "a"))
+    strings = load_beir(beir(tmp_path / "b", docs=[{"_id": "D1", "title": "pump", "text": "a pump", "ipc3": "['F04']"},
+                                                   {"_id": "D2", "title": "valve", "text": "a valve", "ipc3": "F16 B65"}],
+                             queries=[{"_id": "Q1", "text": "pump valve", "ipc3": "F04"}]))
+    assert strings.positives.equals(lists.positives)
+    assert strings.doc_ipc3 == {"D1": ("F04",), "D2": ("B65", "F16")}
+
+
+def test_every_entry_point_uses_harness_root(world, tmp_path, monkeypatch, capsys):
+    """compare, submit, validate_run --dataset mini and irds read the root named by HARNESS_ROOT,
+    not the working directory."""
+    from harness import compare, submit, validate_run
+    from harness.data import irds
+
+    monkeypatch.setenv("HARNESS_ROOT", str(world.root))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    other = run(world.root, world.clean, "bm25.k1=1.2", "name=bm25_paper_k1")
+    assert compare.main(["--baseline", world.ref["scores_key"], "bm25_paper_k1"]) == 0
+    assert "bm25_paper_k1" in capsys.readouterr().out
+    assert submit.main(["--out", str(tmp_path / "sub"), "bm25_paper_k1"]) == 0
+    assert (tmp_path / "sub" / f"{other['tag']}.trec").exists()
+    assert validate_run.main([other["run_file"], "--dataset", "mini"]) == 0  # the tiny ids are mini's first ones
+    assert "28 of the dataset's 40 topics are not in the run" in capsys.readouterr().out  # mini, loaded under the root
+    assert (world.root / "indexes" / "dataset").is_dir() and not (elsewhere / "indexes").exists()
+    ids = irds.register_defaults()
+    assert "dapfam-mini/out" in ids and not (elsewhere / "indexes").exists()
+    assert not (elsewhere / "runs").exists()
