@@ -19,7 +19,8 @@ def main():
     from harness import jvm  # noqa: F401
     from jnius import autoclass
 
-    from harness import lucene, passages
+    from harness import passages
+    from harness.backends import bm25 as lucene
     from harness.data import views as V
     from harness.data.qrels import write_trec_topics
     from harness.runs import read_trec

@@ -54,7 +54,8 @@ def main():
     ap.add_argument("--corpus", default=None, help="reuse a corpus.parquet written by an earlier run")
     a = ap.parse_args()
     from harness import jvm  # noqa: F401
-    from harness import lucene, passages
+    from harness import passages
+    from harness.backends import bm25 as lucene
     from harness.data import views as V
     from harness.data import schema as S
     from harness.data.dapfam import ParquetCorpus

@@ -19,7 +19,7 @@ def main():
     from sentence_transformers import SentenceTransformer
 
     from harness.data import views as V
-    from harness.dense import Encoder, resolve_model
+    from harness.backends.dense import Encoder, resolve_model
 
     ds, name = dataset(Path(tempfile.mkdtemp(prefix="bench-enc-")))
     texts = [t for _, t in V.target_texts(ds.corpus, "TA") if t][: a.n]

@@ -15,7 +15,8 @@ def main():
     from harness import jvm  # noqa: F401
     from jnius import autoclass
 
-    from harness import lucene, passages
+    from harness import passages
+    from harness.backends import bm25 as lucene
     from harness.data import views as V
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-index-"))

@@ -46,3 +46,37 @@ def aggregate(run: pd.DataFrame, method: str, k: int | None = None) -> pd.DataFr
             out = top.groupby(g, sort=False).head(3).groupby(g, sort=False)["score"].mean()
         out = out.reset_index().rename(columns={"family": "doc_id"})
     return top_k(out, k) if k else sort_run(out)
+
+
+def node(exp, unit_run):
+    """The family run stage: aggregate a unit run (identity for documents), drop self-hits, cut to k."""
+    import logging
+
+    from .store import Artifact
+
+    log = logging.getLogger(__name__)
+    method = "identity" if str(exp.cfg.granularity) == "document" else str(exp.cfg.aggregation)
+    k = int(exp.cfg.search.k)
+    params = {"aggregation": method, "k": k}
+    if exp.ds.self_ids:  # only datasets whose queries are also documents carry the flag
+        params["drop_self_hits"] = True
+    art = Artifact("family_run", params, (unit_run,))
+
+    def build(tmp):
+        from .runs import drop_self_hits, read_trec, write_trec
+
+        run = aggregate(read_trec(exp.store.path(unit_run) / "run.trec"), method)
+        dropped = 0
+        if exp.ds.self_ids:
+            run, dropped = drop_self_hits(run, exp.ds.self_ids)
+            log.info("dropped %d self-hit(s): queries whose own id is retrieved (dataset.drop_self_hits)", dropped)
+        run = top_k(run, k)
+        short = run.groupby("query_id").size()
+        if (short < k).any() and method != "identity":
+            log.warning("%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
+                        int((short < k).sum()), k, exp.cfg.search.depth)
+        tag = exp.tag(art)
+        write_trec(run, tmp / "run.trec", tag)
+        return {"tag": tag, "self_hits_dropped": dropped}
+
+    return exp.ensure(art, build, f"{method} family run")

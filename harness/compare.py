@@ -70,7 +70,7 @@ def compare(per_query: dict[str, pd.DataFrame], baseline: str, alpha: float = 0.
 
 
 def per_query_by_domain(per_query: dict[str, pd.DataFrame], baseline: str, queries: pd.DataFrame,
-                        measure: str = "nDCG@100", subset: str = "ALL") -> pd.DataFrame:
+                        measure: str, subset: str = "ALL") -> pd.DataFrame:
     """Wins and losses against the baseline broken down by the query's IPC3 codes (a query with two
     codes counts in both)."""
     from .data import schema as S
@@ -91,7 +91,7 @@ def per_query_by_domain(per_query: dict[str, pd.DataFrame], baseline: str, queri
     return pd.DataFrame(rows)
 
 
-def plot_differences(per_query: dict[str, pd.DataFrame], baseline: str, path: Path, measure="nDCG@100", subset="ALL"):
+def plot_differences(per_query: dict[str, pd.DataFrame], baseline: str, path: Path, measure: str, subset="ALL"):
     """Sorted per-query differences to the baseline, one panel per system."""
     import matplotlib
 
@@ -163,10 +163,11 @@ def main(argv=None) -> int:
         a.out.mkdir(parents=True, exist_ok=True)
         table.to_csv(a.out / "compare.csv", index=False)
         pd.concat([t.assign(system=s) for s, t in pq.items()]).to_csv(a.out / "per_query.csv", index=False)
-        plot_differences(pq, a.baseline, a.out / "per_query_differences.png")
+        primary = pq[a.baseline]["measure"].iloc[0]  # the baseline's metrics[0], first in its per-query table
+        plot_differences(pq, a.baseline, a.out / "per_query_differences.png", primary)
         queries = _queries_of(a.results, a.baseline)
         if queries is not None:
-            per_query_by_domain(pq, a.baseline, queries).to_csv(a.out / "by_domain.csv", index=False)
+            per_query_by_domain(pq, a.baseline, queries, primary).to_csv(a.out / "by_domain.csv", index=False)
     return 0
 
 

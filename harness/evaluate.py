@@ -87,3 +87,26 @@ def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
     g = per_query_table.groupby(["subset", "measure"], sort=False)["value"]
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
+
+
+def node(exp, run):
+    """The scores stage: per-query and mean scores of a run over ALL / IN / OUT, and its manifest.
+    Keyed by the judgments as scored (a digest of the positives), not by how they were read."""
+    from . import manifest
+    from .runs import read_trec
+    from .store import Artifact, write_json_atomic
+
+    art = Artifact("scores", {"metrics": exp.metrics, "qrels": exp.ds.qrels_digest, "format": 3}, (run, exp.dataset_node))
+
+    def build(tmp):
+        run_file = exp.store.path(run) / "run.trec"
+        table = score(read_trec(run_file), exp.ds, exp.metrics)
+        table.to_csv(tmp / "per_query.csv", index=False)
+        write_json_atomic(tmp / "manifest.json", manifest.build(exp.cfg, exp.ds.source, exp.nodes + [art],
+                                                                exp.store.meta(run)["tag"], run_file, exp.timings()))
+        m = means(table)
+        m.to_csv(tmp / "means.csv", index=False)
+        return {"means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
+                "queries": {r.subset: int(r.queries) for r in m.itertuples()}}
+
+    return exp.ensure(art, build, "scores")

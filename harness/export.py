@@ -15,6 +15,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from . import config  # noqa: F401  (registers the config schema Hydra composes on)
+
 
 def export(ds, out: Path) -> list[Path]:
     from .data import views as V

@@ -34,3 +34,22 @@ def rrf(runs: list[pd.DataFrame], k: int = 60, depth: int | None = 100, out_k: i
     out = pd.DataFrame({"query_id": fused["topic"].astype(str), "doc_id": fused["docid"].astype(str),
                         "score": fused["score"].astype(float)})
     return top_k(out, out_k) if out_k else out
+
+
+def node(exp, parts):
+    """The fused run stage: RRF of family runs (each an artifact other experiments share)."""
+    from .store import Artifact
+
+    f = exp.cfg.fusion
+    params = {"method": str(f.method), "k": int(f.k), "depth": int(f.depth), "out_k": int(exp.cfg.search.k)}
+    art = Artifact("fused_run", params, tuple(parts))
+
+    def build(tmp):
+        from .runs import read_trec, write_trec
+
+        runs = [read_trec(exp.store.path(p) / "run.trec") for p in parts]
+        tag = exp.tag(art)
+        write_trec(rrf(runs, params["k"], params["depth"], params["out_k"]), tmp / "run.trec", tag)
+        return {"tag": tag}
+
+    return exp.ensure(art, build, "RRF fused run")

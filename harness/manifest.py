@@ -35,7 +35,7 @@ def versions() -> dict:
 
 
 def config_hash(cfg) -> str:
-    c = OmegaConf.to_container(cfg, resolve=True)
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     for k in ("root", "results", "name", "hydra"):
         c.pop(k, None)
     return stable_hash(c, 16)
@@ -53,18 +53,18 @@ def model_info(cfg) -> dict:
     return info
 
 
-def build(exp, run_path, tag: str) -> dict:
-    """The manifest of an Experiment whose final run file is ``run_path``, tagged ``tag``."""
-    uses_dense = any(n.kind == "embeddings" for n in exp.nodes)
+def build(cfg, dataset_source: dict, nodes: list, tag: str, run_path, timings: dict) -> dict:
+    """The manifest of one experiment: its resolved config, data source, artifact path, tag and run."""
+    uses_dense = any(n.kind == "embeddings" for n in nodes)
     return {
-        "experiment": exp.cfg.get("name") or exp.tag(),
+        "experiment": cfg.get("name") or tag,
         "tag": tag,
-        "config_hash": config_hash(exp.cfg),
-        "config": OmegaConf.to_container(exp.cfg, resolve=True),
-        "dataset": exp.ds.source,
-        "encoder": model_info(exp.cfg) if uses_dense else None,
+        "config_hash": config_hash(cfg),
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "dataset": dataset_source,
+        "encoder": model_info(cfg) if uses_dense else None,
         "versions": versions(),
         "run_file_sha256": file_checksum(run_path),
-        "artifacts": [{"kind": n.kind, "key": n.key} for n in exp.nodes if n.kind != "dataset"],
-        "timings": exp.timings(),
+        "artifacts": [{"kind": n.kind, "key": n.key} for n in nodes if n.kind not in ("dataset", "scores")],
+        "timings": timings,
     }

@@ -8,9 +8,14 @@ Which tokenizer counts tokens is configurable (``passage.tokenizer``):
 
 * ``words`` (default): whitespace-separated words. Fast, model-independent, and what "a passage
   of N tokens" means for BM25;
-* ``encoder``: the dense encoder's own sub-word tokenizer, so that a 256-token passage fits a
-  256-token model exactly. Windows are cut at the tokenizer's character offsets, so the passage
-  text is a verbatim slice of the view.
+* ``encoder``: the dense encoder's own sub-word tokenizer. Windows are cut at the tokenizer's
+  character offsets, so the passage text is a verbatim slice of the view. A window must fit the
+  model with its special tokens ([CLS], [SEP]) and the document prefix: one of ``length`` tokens
+  is shrunk to ``encoder.max_length`` less those, so that nothing is truncated at encoding (with
+  max_length 256, ``passage.length=256`` gives windows of 254 word pieces, 128 stays 128).
+
+:func:`node` is the units stage: its artifact (keyed by the view and the window settings) and
+its builder, which streams the corpus and writes Anserini's JsonCollection lines.
 """
 from __future__ import annotations
 
@@ -86,6 +91,60 @@ def units(docs: Iterable[tuple[str, str]], splitter: Callable[[str], list[str]] 
         else:
             for n, passage in enumerate(splitter(text)):
                 yield {"id": f"{doc_id}{PASSAGE_SEP}{n}", "contents": passage}
+
+
+def tokenizer_for(choice: str, backend) -> str:
+    """``passage.tokenizer``: ``auto`` is the backend's own (words for BM25, the encoder's for dense)."""
+    choice = str(choice)
+    return backend.tokenizer if choice == "auto" else choice
+
+
+def fitted_length(length: int, max_length: int, hf_tokenizer, prefix: str = "") -> int:
+    """Content tokens per window so that window + special tokens + prefix fit ``max_length``."""
+    room = max_length - hf_tokenizer.num_special_tokens_to_add(pair=False)
+    if prefix:
+        room -= len(hf_tokenizer(prefix, add_special_tokens=False)["input_ids"])
+    if room < 1:
+        raise DataError(f"encoder.max_length={max_length} leaves no room for text after the special tokens and the "
+                        f"prefix. Fix: raise encoder.max_length.")
+    return min(length, room)
+
+
+def node(exp, backend):
+    """The units artifact of an experiment for ``backend``: the whole target view or its windows."""
+    from .store import Artifact
+
+    cfg = exp.cfg
+    params = {"view": str(cfg.target_fields), "granularity": str(cfg.granularity)}
+    if params["granularity"] == "passage":
+        tok = tokenizer_for(cfg.passage.tokenizer, backend)
+        params |= {"length": int(cfg.passage.length), "stride": check(cfg.passage.length, cfg.passage.stride),
+                   "tokenizer": tok}
+        if tok == "encoder":
+            e = cfg.encoder
+            params |= {"encoder_tokenizer": e.model, "encoder_revision": e.revision, "fit_max_length": int(e.max_length),
+                       "doc_prefix": e.doc_prefix or ""}
+    art = Artifact("units", params, (exp.dataset_node,))
+
+    def build(tmp: Path):
+        from .data import views as V
+
+        splitter, extra = None, {}
+        if params["granularity"] == "passage":
+            hf, length, stride = None, params["length"], params["stride"]
+            if params["tokenizer"] == "encoder":
+                hf = exp.hf_tokenizer()
+                length = fitted_length(length, params["fit_max_length"], hf, params["doc_prefix"])
+                stride = min(stride, length)
+                if length < params["length"]:
+                    log.info("passage windows of %d word pieces: %d tokens fit encoder.max_length=%d with the special "
+                             "tokens and prefix", length, params["length"], params["fit_max_length"])
+            splitter = make_splitter(params["tokenizer"], length, stride, hf)
+            extra = {"window_tokens": length, "window_stride": stride}
+        docs = V.target_texts(exp.ds.corpus, params["view"])
+        return write_units(units(docs, splitter), tmp, total=exp.ds.n_docs) | extra
+
+    return exp.ensure(art, build, f"{params['granularity']} units ({params['view']})")
 
 
 def write_units(records: Iterable[dict], folder: Path, total: int | None = None) -> dict:

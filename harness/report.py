@@ -1,13 +1,14 @@
 """Results of a sweep: one table (CSV and Markdown) and PNG plots.
 
 Columns: the config (views, granularity, passage length, aggregation, backend, fusion and K),
-nDCG@100 and R@100 for ALL / IN / OUT, the OUT/ALL retention of nDCG@100 (how much of a system's
-quality survives when the prior art is in another domain), and query time. Plots:
+every measure of ``metrics`` for ALL / IN / OUT, the OUT/ALL retention of the primary measure
+(``metrics[0]``, default nDCG@100: how much of a system's quality survives when the prior art is
+in another domain), and query time. Rows are sorted by the primary measure; plots use it too:
 
-* ``in_vs_out.png``: nDCG@100 IN against OUT, one point per system, by backend; the dashed line
-  is OUT = IN. Points far below it lose most of their quality across domains;
-* ``passage_length.png``: nDCG@100 (ALL) over passage length, one line per aggregation, one panel
-  per backend (document level drawn as a horizontal reference).
+* ``in_vs_out.png``: IN against OUT, one point per system, by backend; the dashed line is
+  OUT = IN. Points far below it lose most of their quality across domains;
+* ``passage_length.png``: ALL over passage length, one line per aggregation, one panel per
+  backend (document level drawn as a horizontal reference).
 """
 from __future__ import annotations
 
@@ -19,25 +20,40 @@ import pandas as pd
 from .results import read_rows, table
 from .store import Store, write_text_atomic
 
-METRIC_COLS = [f"{m}/{s}" for m in ("nDCG@100", "R@100") for s in ("ALL", "IN", "OUT")]
 CONFIG_COLS = ["experiment", "dataset", "query_fields", "target_fields", "granularity", "passage_length",
                "passage_stride", "aggregation", "backend", "fusion", "fusion_k", "bm25_k1", "bm25_b", "encoder"]
+
+
+def metrics_of(rows: list[dict]) -> list[str]:
+    """The measures of a set of rows, in the order of the first row's ``metrics`` (the primary first)."""
+    for r in rows:
+        if r.get("metrics"):
+            return list(r["metrics"])
+    return ["nDCG@100", "R@100"]
+
+
+def metric_cols(metrics: list[str]) -> list[str]:
+    return [f"{m}/{s}" for m in metrics for s in ("ALL", "IN", "OUT")]
 
 
 def results_frame(rows: list[dict]) -> pd.DataFrame:
     df = table(rows)
     if df.empty:
         return df
-    df["OUT/ALL nDCG@100"] = df["nDCG@100/OUT"] / df["nDCG@100/ALL"].where(df["nDCG@100/ALL"] > 0)
+    metrics = metrics_of(rows)
+    primary = metrics[0]
+    retention = f"OUT/ALL {primary}"
+    df[retention] = df[f"{primary}/OUT"] / df[f"{primary}/ALL"].where(df[f"{primary}/ALL"] > 0)
     df["ms/query"] = 1000 * df["seconds_per_query"]
-    cols = [c for c in CONFIG_COLS + METRIC_COLS + ["OUT/ALL nDCG@100", "ms/query", "index_seconds",
-                                                    "encode_seconds", "run_file", "scores_key"] if c in df]
-    return df[cols].sort_values("nDCG@100/ALL", ascending=False, kind="mergesort").reset_index(drop=True)
+    cols = [c for c in CONFIG_COLS + metric_cols(metrics) + [retention, "ms/query", "index_seconds",
+                                                             "encode_seconds", "tag", "run_file", "scores_key"] if c in df]
+    return df[cols].sort_values(f"{primary}/ALL", ascending=False, kind="mergesort").reset_index(drop=True)
 
 
 def to_markdown(df: pd.DataFrame) -> str:
     show = [c for c in ["query_fields", "target_fields", "granularity", "passage_length", "aggregation", "backend",
-                        "fusion_k", *METRIC_COLS, "OUT/ALL nDCG@100", "ms/query"] if c in df]
+                        "fusion_k"] if c in df]
+    show += [c for c in df.columns if "/" in c or c == "ms/query"]
     head = "| " + " | ".join(show) + " |\n|" + "|".join("---" for _ in show) + "|\n"
 
     def fmt(v):
@@ -58,7 +74,7 @@ def _system(r) -> str:
     return r.backend
 
 
-def plot_in_vs_out(df: pd.DataFrame, path: Path) -> None:
+def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -69,18 +85,18 @@ def plot_in_vs_out(df: pd.DataFrame, path: Path) -> None:
     for name, marker in (("bm25", "o"), ("dense", "s"), ("RRF", "^")):
         sel = df[systems == name]
         if len(sel):
-            ax.scatter(sel["nDCG@100/IN"], sel["nDCG@100/OUT"], label=name, marker=marker, alpha=0.75)
-    hi = float(max(df["nDCG@100/IN"].max(), df["nDCG@100/OUT"].max(), 0.01)) * 1.05
+            ax.scatter(sel[f"{metric}/IN"], sel[f"{metric}/OUT"], label=name, marker=marker, alpha=0.75)
+    hi = float(max(df[f"{metric}/IN"].max(), df[f"{metric}/OUT"].max(), 0.01)) * 1.05
     ax.plot([0, hi], [0, hi], "--", color="grey", lw=1, label="OUT = IN")
-    ax.set_xlabel("nDCG@100, IN-domain prior art")
-    ax.set_ylabel("nDCG@100, OUT-of-domain prior art")
+    ax.set_xlabel(f"{metric}, IN-domain prior art")
+    ax.set_ylabel(f"{metric}, OUT-of-domain prior art")
     ax.set_title("IN vs OUT, one point per system")
     ax.legend()
     fig.tight_layout()
     _save(fig, path)
 
 
-def plot_passage_length(df: pd.DataFrame, path: Path) -> None:
+def plot_passage_length(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,16 +109,16 @@ def plot_passage_length(df: pd.DataFrame, path: Path) -> None:
         b = single[single["backend"] == backend]
         p = b[b["granularity"] == "passage"]
         for agg, g in p.groupby("aggregation"):
-            g = g.groupby("passage_length")["nDCG@100/ALL"].max().sort_index()
+            g = g.groupby("passage_length")[f"{metric}/ALL"].max().sort_index()
             ax.plot(g.index, g.values, marker="o", label=agg)
         d = b[b["granularity"] == "document"]
         if len(d):
-            ax.axhline(d["nDCG@100/ALL"].max(), ls="--", color="grey", label="document (best)")
+            ax.axhline(d[f"{metric}/ALL"].max(), ls="--", color="grey", label="document (best)")
         if len(p):
             ax.set_xscale("log", base=2)
-        ax.set_title(f"{backend}: nDCG@100 (ALL) by passage length")
+        ax.set_title(f"{backend}: {metric} (ALL) by passage length")
         ax.set_xlabel("passage length (tokens)")
-        ax.set_ylabel("nDCG@100")
+        ax.set_ylabel(metric)
         ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, path)
@@ -129,6 +145,7 @@ def write_report(store: Store, results_path: Path, keys: list[str], name: str) -
     df.to_csv(tmp, index=False)
     os.replace(tmp, out / "results.csv")
     write_text_atomic(out / "results.md", f"# Sweep `{name}`: {len(df)} experiments\n\n" + to_markdown(df))
-    plot_in_vs_out(df, out / "in_vs_out.png")
-    plot_passage_length(df, out / "passage_length.png")
+    primary = metrics_of(rows)[0]
+    plot_in_vs_out(df, out / "in_vs_out.png", primary)
+    plot_passage_length(df, out / "passage_length.png", primary)
     return out

@@ -15,17 +15,20 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from . import config  # noqa: F401  (registers the config schema Hydra composes on)
+
 log = logging.getLogger("harness")
 
 
 def execute(cfg: DictConfig) -> dict:
     from . import data
-    from .experiment import check_config, run_experiment
+    from .config import check
+    from .experiment import run_experiment
     from .results import add_row
     from .store import Store
 
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
-    check_config(cfg)  # before the dataset is loaded (or generated) and before the JVM starts
+    check(cfg)  # before the dataset is loaded (or generated) and before the JVM starts
     store = Store.from_config(cfg)
     ds = data.load(cfg.dataset, store.root)
     row = run_experiment(cfg, ds, store)
@@ -36,7 +39,7 @@ def execute(cfg: DictConfig) -> dict:
 def user_errors() -> tuple:
     """Errors whose message names the file or key and the fix: one line and exit status 2, no traceback."""
     from .data.schema import DataError
-    from .experiment import ConfigError
+    from .config import ConfigError
     from .jvm import JavaError
     from .runs import RunFormatError
     from .store import DamagedArtifact, StoreError

@@ -49,8 +49,11 @@ def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
         if problems:
             raise SystemExit(f"{r['run_file']} is not a valid submission: " + "; ".join(map(str, problems[:5])))
     out.mkdir(parents=True, exist_ok=True)
-    readme = ["# Submission", "", "| run | experiment | nDCG@100 ALL | IN | OUT | R@100 ALL | config hash |",
-              "|---|---|---|---|---|---|---|"]
+    from .report import metric_cols, metrics_of
+
+    cols = metric_cols(metrics_of(chosen))
+    readme = ["# Submission", "", "| run | experiment | " + " | ".join(cols) + " | config hash |",
+              "|---|---|" + "---|" * len(cols) + "---|"]
     for r, man in zip(chosen, manifests):
         # One manifest per experiment: the scores artifact is shared by identical configurations
         # under other names, so its name and config are this row's own.
@@ -59,8 +62,8 @@ def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
         shutil.copyfile(r["run_file"], out / f"{tag}.trec")
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))
         write_text_atomic(out / f"{tag}.manifest.json", json.dumps(man, indent=2, sort_keys=True) + "\n")
-        readme.append(f"| {tag} | {r.get('experiment')} | {_f(r, 'nDCG@100/ALL')} | {_f(r, 'nDCG@100/IN')} | "
-                      f"{_f(r, 'nDCG@100/OUT')} | {_f(r, 'R@100/ALL')} | {man['config_hash']} |")
+        readme.append(f"| {tag} | {r.get('experiment')} | " + " | ".join(_f(r, c) for c in cols)
+                      + f" | {man['config_hash']} |")
     readme += ["", "Run files are TREC format (`qid Q0 docid rank score tag`), 100 families per topic, validated by "
                "`python -m harness.validate_run` against the dataset's topics and documents. Each run's resolved Hydra "
                "config and manifest (versions, dataset revision, model, checksums, timings) sit beside it; "

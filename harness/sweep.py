@@ -56,16 +56,26 @@ def block_params(params, extra: list[str]) -> dict[str, str]:
 
 
 def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
-    """``[(block, [override, ...]), ...]``, one per experiment; ``extra`` overrides win."""
+    """``[(block, [override, ...]), ...]``, one per experiment; ``extra`` overrides win.
+
+    Values are parsed by Hydra's own override parser, exactly as ``python -m harness.run -m``
+    parses them for the launchers: ``a,b`` and ``range(...)`` sweep, ``[bm25,dense]`` is one list
+    value, quoted strings keep their commas."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
     jobs = []
     for block, params in spec.blocks.items():
-        kept = block_params(params, extra)
-        for combo in itertools.product(*(v.split(",") for v in kept.values())):
-            jobs.append((block, [f"{k}={v.strip()}" for k, v in zip(kept, combo)] + list(extra)))
+        overrides = parser.parse_overrides([f"{k}={v}" for k, v in block_params(params, extra).items()])
+        choices = [[f"{o.get_key_element()}={v}" for v in
+                    (o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()])]
+                   for o in overrides]
+        jobs += [(block, list(combo) + list(extra)) for combo in itertools.product(*choices)]
     return jobs
 
 
 def compose(overrides: list[str]):
+    from . import config  # noqa: F401  (registers the config schema)
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 

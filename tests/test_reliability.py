@@ -8,7 +8,7 @@ from hydra.errors import HydraException
 
 from conftest import ROOT, kill_mid_build, make_cfg, tiny_overrides
 from harness.data.schema import DataError
-from harness.experiment import ConfigError
+from harness.config import ConfigError
 from harness.run import execute
 
 
@@ -26,16 +26,14 @@ def finished_and_partial(root: Path):
     (["passage.length=8", "+experiment=passage_bm25"], DataError, r"passage.length=8"),
     (["passage.length=10000", "+experiment=passage_bm25"], DataError, r"16 to 8192"),
     (["passage.stride=500", "+experiment=passage_bm25"], DataError, r"passage.stride=500"),
-    (["passage.tokenizer=chars", "+experiment=passage_bm25"], ConfigError, r"passage.tokenizer='chars'"),
     (["search.k=0"], ConfigError, r"search.k=0"),
     (["search.depth=10"], ConfigError, r"search.depth=10 < search.k=100"),
     (["+experiment=rrf_doc", "fusion.backends=[bm25,bm25]"], ConfigError, r"fusion.backends"),
     (["+experiment=rrf_doc", "fusion.k=-1"], ConfigError, r"fusion.k=-1"),
-    (["encoder.pooling=max"], ConfigError, r"encoder.pooling='max'"),
-    (["dense.quantization=pq"], ConfigError, r"dense.quantization='pq'"),
-    (["metrics=[nDCG@x]"], ValueError, r"ir-measures measure name"),
+    (["metrics=[nDCG@x]"], ConfigError, r"ir-measures measure name"),
+    (["+experiment=rrf_doc", "fusion.depth=101"], ConfigError, r"fusion.depth=101 > search.k=100"),
+    (["backend=splade"], ConfigError, r"backend='splade': no module harness/backends/splade.py"),
     (["+experiment=doc_dense", "encoder.model=/no/such/model"], FileNotFoundError, r"encoder.model=/no/such/model"),
-    (["query_fields.name=XY"], DataError, r"query_fields='XY'"),
 ])
 def test_bad_config_values_fail_clearly_and_leave_no_partial_artifact(tmp_path, overrides, error, pattern):
     cfg = make_cfg(tmp_path, *overrides)
@@ -45,10 +43,94 @@ def test_bad_config_values_fail_clearly_and_leave_no_partial_artifact(tmp_path, 
     assert partial == []
 
 
-@pytest.mark.parametrize("override", ["aggregation=minp", "dataset=nowhere", "target_fields=ABSTRACT"])
+@pytest.mark.parametrize("override", ["dataset=nowhere", "encoder=bert", "bm25=tuned"])
 def test_unknown_group_options_are_hydra_errors_naming_the_choices(tmp_path, override):
     with pytest.raises(HydraException, match="Available options"):
         make_cfg(tmp_path, override)
+
+
+@pytest.mark.parametrize("override,values", [
+    ("aggregation=minp", "maxp, avgp, sump, avg_top3"), ("target_fields=ABSTRACT", "TA, TAC, FULL, DESC"),
+    ("query_fields=XY", "T, TA, TAC, KW"), ("granularity=para", "document, passage"),
+    ("passage.tokenizer=chars", "auto, words, encoder"), ("encoder.pooling=max", "mean, cls"),
+    ("dense.quantization=pq", "none, int8"), ("encoder.dtype=float64", "float32, float16, bfloat16"),
+])
+def test_typed_choices_fail_when_composed_naming_the_values(tmp_path, override, values):
+    """The config schema (harness/config.py) checks every choice while Hydra composes."""
+    with pytest.raises(HydraException) as e:
+        make_cfg(tmp_path, override)
+    assert override in str(e.value) and f"expected one of [{values}]" in str(e.value.__cause__)
+
+
+def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
+    """Flip each leaf of the composed config: some artifact key must change, unless the leaf is on
+    the one list of values that never change results (threads, batch size, device, paths)."""
+    from omegaconf import OmegaConf
+
+    from harness.config import NOT_IN_KEYS
+    from harness.data import load_local
+    from harness.experiment import Experiment
+    from harness.data import mini
+    from conftest import TINY
+
+    import pandas as pd
+
+    folder = mini.write(tmp_path / "data", **dict(TINY, description_words=tuple(TINY["description_words"])))
+    qrels = pd.read_parquet(folder / "qrels_all.parquet")  # data on which the judgment options matter:
+    qrels.loc[0, "domain_rel"] = "OUT" if qrels.loc[0, "domain_rel"] == "IN" else "IN"  # a label IPC3 contradicts
+    ghost = qrels.iloc[:1].assign(relevant_id="GHOST", relevance_score=1)  # a judged document not in the corpus
+    pd.concat([qrels, ghost]).to_parquet(folder / "qrels_all.parquet", index=False)
+    ds = load_local(folder)
+    experiments = ["+experiment=passage_dense", "+experiment=rrf_passage", "+experiment=passage_bm25"]
+    flips = {"passage.tokenizer": "words", "passage.stride": 64, "passage.length": 64, "aggregation": "sump",
+             "query_fields": "TAC", "target_fields": "FULL", "granularity": "document", "backend": "dense",
+             "encoder.model": "package:other", "encoder.revision": "abc", "encoder.pooling": "cls",
+             "encoder.normalize": False, "encoder.max_length": 64, "encoder.query_prefix": "q: ",
+             "encoder.doc_prefix": "d: ", "encoder.dtype": "bfloat16",
+             "bm25.k1": 1.2, "bm25.b": 0.75, "search.depth": 500, "search.k": 200, "dense.quantization": "int8",
+             "metrics": ["AP@100"], "fusion.k": 10, "fusion.depth": 50,
+             "fusion.backends": ["dense", "bm25"], "dataset.domain_source": "ipc3", "dataset.unknown_ids": "drop",
+             "dataset.drop_self_hits": False}
+
+    def keys(cfg):
+        exp = Experiment(cfg, ds, plan=True)
+        exp.scores()
+        return {n.key for n in exp.nodes}
+
+    changes: dict[str, bool] = {}
+    for experiment in experiments:
+        cfg = make_cfg(tmp_path / "store", "dataset=local", f"dataset.path={folder}", experiment, tiny=False)
+        plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+
+        def walk(node, prefix=""):
+            for k, v in node.items():
+                if k == "fusion" and v is None:  # the optional group: its leaves are walked in rrf_passage
+                    continue
+                if isinstance(v, dict) and k not in ("files", "params"):
+                    yield from walk(v, f"{prefix}{k}.")
+                else:
+                    yield f"{prefix}{k}"
+
+        for leaf in walk(plain):
+            if leaf in NOT_IN_KEYS or leaf == "fusion.method":  # fusion.method: one choice (rrf) to flip to today
+                continue
+            assert leaf in flips, f"{leaf}: a new config value; key it or add it to harness.config.NOT_IN_KEYS"
+            changed = cfg.copy()
+            OmegaConf.update(changed, leaf, flips[leaf], merge=False)
+            if leaf.startswith("dataset."):  # judgments and self-hits are data: reload with the option
+                from harness.data import load
+
+                other = load(changed.dataset, tmp_path / "store")
+                exp = Experiment(changed, other, plan=True)
+                exp.scores()
+                same = {n.key for n in exp.nodes} == keys(cfg)
+                if leaf == "dataset.drop_self_hits":  # keyed where queries are documents (test_bad_inputs)
+                    continue
+            else:
+                same = keys(changed) == keys(cfg)
+            changes[leaf] = changes.get(leaf, False) or not same
+    assert not [leaf for leaf, changed in changes.items() if not changed]
+    assert {"encoder.dtype", "encoder.revision", "passage.tokenizer", "bm25.k1", "fusion.depth"} <= set(changes)
 
 
 def test_local_dataset_without_path(tmp_path):

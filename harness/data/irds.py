@@ -18,6 +18,7 @@ from typing import Callable
 import ir_datasets
 from ir_datasets.datasets.base import Dataset as IrdsDataset
 from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries, GenericDoc, GenericQuery, TrecQrel
+from ir_datasets.indices import Docstore
 
 from . import views as V
 from .qrels import SUBSETS
@@ -34,6 +35,9 @@ class _Docs(BaseDocs):
     def docs_count(self):
         return self._get().n_docs
 
+    def docs_store(self, field="doc_id"):
+        return _Store(self)
+
     def docs_cls(self):
         return GenericDoc
 
@@ -42,6 +46,28 @@ class _Docs(BaseDocs):
 
     def docs_lang(self):
         return "en"
+
+
+class _Store(Docstore):
+    """Lookup by id (``docs_store().get(id)``, ``get_many(ids)``), as PyTerrier's text loaders use.
+
+    Backed by the same streamed corpus, never held in memory: a lookup reads the corpus once and
+    stops when every asked id is found, so ask for many ids at a time."""
+
+    def __init__(self, docs: _Docs):
+        super().__init__(GenericDoc, "doc_id")
+        self._docs = docs
+
+    def get_many_iter(self, doc_ids):
+        wanted = set(doc_ids)
+        if not wanted:
+            return
+        for doc_id, text in V.target_texts(self._docs._get().corpus, self._docs._view):
+            if doc_id in wanted:
+                wanted.discard(doc_id)
+                yield GenericDoc(doc_id, text)
+                if not wanted:
+                    return
 
 
 class _Queries(BaseQueries):

@@ -18,7 +18,7 @@ import logging
 import time
 from pathlib import Path
 
-from . import jvm  # noqa: F401  (Java 21 and the JVM before pyserini)
+from .. import jvm  # noqa: F401  (Java 21 and the JVM before pyserini)
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +73,13 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     """Batch BM25 search. Returns (run table, seconds spent searching, queries with no text)."""
     from pyserini.search.lucene import LuceneSearcher
 
-    from .runs import from_hits
+    from ..runs import from_hits
 
     import pandas as pd
     from tqdm.auto import tqdm
 
     if not list(Path(index_dir).glob("segments_*")):
-        from .store import MissingFiles
+        from ..store import MissingFiles
 
         raise MissingFiles(f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
                                 f"and run again to rebuild it.")
@@ -101,3 +101,27 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     searcher.close()
     run = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["query_id", "doc_id", "score"])
     return run, seconds, empty
+
+
+class BM25:
+    """Lucene BM25: an Anserini index of the units, searched with ``bm25.k1`` / ``bm25.b``."""
+
+    name = "bm25"
+    tokenizer = "words"
+
+    def index(self, exp, units):
+        from ..store import Artifact
+
+        art = Artifact("lucene", {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}, (units,))
+        return exp.ensure(art, lambda tmp: build_index(exp.store.path(units), tmp / "index", exp.cfg.index.threads),
+                          "BM25 index")
+
+    def run_params(self, exp) -> dict:
+        return {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}
+
+    def search(self, exp, index, topics, params):
+        return search(exp.store.path(index) / "index", topics, params["k1"], params["b"], params["depth"],
+                      exp.cfg.search.threads, exp.cfg.bm25.max_clauses)
+
+
+BACKEND = BM25()

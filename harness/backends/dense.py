@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import jvm  # noqa: F401  (pyserini.encode imports pyserini.search)
+from .. import jvm  # noqa: F401  (pyserini.encode imports pyserini.search)
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,9 @@ class Encoder:
             raise OSError(f"encoder.model={model}: cannot load ({e}). Fix: a local folder, an HF id where the hub is "
                           f"reachable, or the packaged default {PACKAGED}.") from e
         if dtype != "float32":
-            self.impl.model.to(getattr(torch, dtype))
+            # pyserini pools and calls .numpy() on the model's output, which numpy refuses for
+            # bfloat16 ("unsupported ScalarType BFloat16"): run in half precision, pool in float32.
+            self.impl.model = Float32Output(self.impl.model.to(getattr(torch, dtype)))
         self.impl.model.eval()
         self.tokenizer = self.impl.tokenizer
         self.max_length = int(max_length)
@@ -119,6 +121,20 @@ class Encoder:
         return out
 
 
+class Float32Output:
+    """A model whose first output (the token states pyserini pools) is cast to float32."""
+
+    def __init__(self, model):
+        self.model, self.config = model, model.config
+
+    def __call__(self, **inputs):
+        return (self.model(**inputs)[0].float(),)
+
+    def eval(self):
+        self.model.eval()
+        return self
+
+
 def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
     """pyserini's AutoDocumentEncoder for models with custom code (e.g. arctic-embed-m-v2.0, a GTE
     architecture): its constructor cannot pass ``trust_remote_code``, so we set the attributes its
@@ -135,7 +151,7 @@ def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
 
 def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "") -> dict:
     """Encode every unit; write ``embeddings.npy`` and ``docid`` (one id a line)."""
-    from .passages import read_units
+    from ..passages import read_units
 
     ids, texts = [], []
     for rec in read_units(units_dir):
@@ -175,13 +191,13 @@ def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: st
     import pandas as pd
     from pyserini.search.faiss import FaissSearcher
 
-    from .runs import from_hits
+    from ..runs import from_hits
 
     qids = [q for q, t in topics.items() if t.strip()]
     empty = [q for q, t in topics.items() if not t.strip()]
     for f in ("index", "docid"):
         if not (Path(index_dir) / f).exists():
-            from .store import MissingFiles
+            from ..store import MissingFiles
 
             raise MissingFiles(f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it.")
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
@@ -191,3 +207,42 @@ def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: st
     seconds = time.perf_counter() - t0
     run = from_hits(hits) if hits else pd.DataFrame(columns=["query_id", "doc_id", "score"])
     return run, seconds, empty
+
+
+class Dense:
+    """Embeddings of the units (cached), a Faiss index over them, queries encoded at search time."""
+
+    name = "dense"
+    tokenizer = "encoder"
+
+    def index(self, exp, units):
+        from ..store import Artifact
+
+        e = exp.cfg.encoder
+        emb = Artifact("embeddings", {**encoder_params(e), "doc_prefix": e.doc_prefix or ""}, (units,))
+        exp.ensure(emb, lambda tmp: encode_units(exp.store.path(units), tmp, exp.encoder, e.doc_prefix or ""),
+                   "embeddings")
+        q = str(exp.cfg.dense.quantization)
+        art = Artifact("faiss", {"type": "flat_ip", "quantization": q}, (emb,))
+        return exp.ensure(art, lambda tmp: build_faiss(exp.store.path(emb), tmp, q), "Faiss index")
+
+    def run_params(self, exp) -> dict:
+        return {"query_prefix": exp.cfg.encoder.query_prefix or ""}
+
+    def search(self, exp, index, topics, params):
+        return search(exp.store.path(index), topics, exp.encoder, params["query_prefix"], params["depth"],
+                      exp.cfg.search.threads)
+
+
+def encoder_params(e) -> dict:
+    """What makes an encoder's vectors: model, revision, pooling, norm, length and dtype."""
+    return {"model": e.model, "revision": e.revision, "pooling": str(e.pooling), "normalize": bool(e.normalize),
+            "max_length": int(e.max_length), "dtype": str(e.dtype)}
+
+
+def make_encoder(e) -> Encoder:
+    return Encoder(e.model, e.revision, str(e.pooling), bool(e.normalize), int(e.max_length), int(e.batch_size),
+                   e.device, str(e.dtype), bool(e.trust_remote_code))
+
+
+BACKEND = Dense()

