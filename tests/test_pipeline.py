@@ -202,3 +202,36 @@ def test_long_queries_beyond_lucenes_default_clause_limit(cfg_factory):
     with pytest.raises(RuntimeError, match="bm25.max_clauses=100"):
         lucene.search(index, {"q": long_query}, 0.9, 0.4, 10, max_clauses=100)
     lucene.set_max_clauses(65536)
+
+
+def test_cls_bfloat16_runs_and_float32_builds_new_embeddings(cfg_factory, caplog):
+    """The paper's encoder preset (CLS pooling, bfloat16) offline on the packaged MiniLM."""
+    caplog.set_level(logging.INFO, logger="harness")
+    half = execute(cfg_factory("+experiment=doc_dense", "encoder.pooling=cls", "encoder.dtype=bfloat16"))
+    assert 0 < half["nDCG@100/ALL"] <= 1
+    caplog.clear()
+    full = execute(cfg_factory("+experiment=doc_dense", "encoder.pooling=cls", "encoder.dtype=float32"))
+    assert "building embeddings" in caplog.text and "reused document units" in caplog.text
+    assert full["scores_key"] != half["scores_key"] and full["tag"] != half["tag"]
+
+
+def test_any_ir_measures_metrics_through_run_sweep_report_and_compare(cfg_factory, tmp_path, capsys):
+    from harness import compare
+    from harness.report import write_report
+    from harness.store import Store
+
+    metrics = "metrics=[AP@100,nDCG@10,R@1000]"
+    rows = [execute(cfg_factory(f"+experiment={e}", metrics)) for e in ("doc_bm25", "doc_dense")]
+    assert rows[0]["metrics"] == ["AP@100", "nDCG@10", "R@1000"]
+    assert all(f"{m}/{s}" in rows[0] for m in rows[0]["metrics"] for s in ("ALL", "IN", "OUT"))
+    root = Path(rows[0]["config"]["root"])
+    out = write_report(Store(root), root / "runs" / "results.jsonl", [r["scores_key"] for r in rows], "m")
+    import pandas as pd
+
+    table = pd.read_csv(out / "results.csv")
+    assert list(table["AP@100/ALL"]) == sorted(table["AP@100/ALL"], reverse=True)  # sorted by metrics[0]
+    assert "OUT/ALL AP@100" in table and (out / "in_vs_out.png").exists()
+    assert compare.main(["--results", str(root / "runs" / "results.jsonl"), "--baseline", "doc_bm25", "doc_dense",
+                         "--out", str(tmp_path / "cmp")]) == 0
+    assert {"AP@100", "nDCG@10", "R@1000"} <= set(pd.read_csv(tmp_path / "cmp" / "compare.csv")["measure"])
+    assert (tmp_path / "cmp" / "per_query_differences.png").exists()

@@ -46,6 +46,17 @@ def test_expand_is_the_product_of_each_block(sweep_file):
     assert all(j[1].count("query_fields=T") == 1 for j in jobs)
 
 
+def test_expand_parses_values_as_hydra_does():
+    """Lists are one value, range() and commas sweep: the same parser the Hydra launchers use."""
+    from omegaconf import OmegaConf
+
+    spec = OmegaConf.create({"blocks": {"b": {"+experiment": "rrf_doc", "fusion.backends": "[bm25,dense]",
+                                              "fusion.k": "range(10,31,10)", "encoder.query_prefix": "'q: a, b'"}}})
+    jobs = expand(spec)
+    assert [j[1][2] for j in jobs] == ["fusion.k=10", "fusion.k=20", "fusion.k=30"]
+    assert all("fusion.backends=[bm25,dense]" in j[1] and "encoder.query_prefix='q: a, b'" in j[1] for j in jobs)
+
+
 def test_listing_counts_distinct_indexes(tmp_path, sweep_file, capsys):
     assert main(args(tmp_path, sweep_file, "list=true")) == 0
     out = capsys.readouterr().out
