@@ -34,7 +34,7 @@ from filelock import FileLock, Timeout
 
 log = logging.getLogger(__name__)
 
-META = "meta.json"
+from .files import META, damage, file_checksum, file_table, fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401
 DEFAULT_LOCK_TIMEOUT = 6 * 3600  # seconds; a DAPFAM-scale index build takes well under an hour
 
 
@@ -66,54 +66,14 @@ class DamagedArtifact(RuntimeError):
         self.artifact = artifact
 
 # Which top-level folder each kind of artifact lives in.
-ROOTS = {
-    "dataset": "indexes",
-    "units": "indexes",
-    "lucene": "indexes",
-    "embeddings": "indexes",
-    "faiss": "indexes",
-    "unit_run": "runs",
-    "family_run": "runs",
-    "fused_run": "runs",
-    "scores": "runs",
-}
+ROOTS = {**dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
+         **dict.fromkeys(("unit_run", "family_run", "fused_run", "scores"), "runs")}
 
 
 def stable_hash(obj: Any, n: int = 12) -> str:
     """Short, order-independent hash of a JSON-able object."""
     text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:n]
-
-
-def file_checksum(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
-def file_table(folder: Path) -> dict:
-    """``{relative path: {"size", "sha256"}}`` of every file under ``folder`` except meta.json."""
-    out = {}
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and p.name != META:
-            out[p.relative_to(folder).as_posix()] = {"size": p.stat().st_size, "sha256": file_checksum(p)}
-    return out
-
-
-def damage(folder: Path, files: dict, checksums: bool = False) -> str | None:
-    """Why ``folder`` does not hold the files its meta.json lists, or None when it does."""
-    for rel, want in files.items():
-        p = folder / rel
-        if not p.is_file():
-            return f"{rel} is missing"
-        size = p.stat().st_size
-        if size != want["size"]:
-            return f"{rel} has {size} bytes, {want['size']} when it was built"
-        if checksums and file_checksum(p) != want["sha256"]:
-            return f"{rel} has another SHA-256 than when it was built"
-    return None
 
 
 @dataclass(frozen=True)
@@ -268,9 +228,9 @@ class Store:
                     "files": file_table(tmp),
                 }
                 write_json_atomic(tmp / META, meta)
-                _fsync_dir(tmp)
+                fsync_dir(tmp)
                 os.rename(tmp, final)
-                _fsync_dir(final.parent)
+                fsync_dir(final.parent)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
@@ -287,28 +247,3 @@ class Store:
         return p
 
 
-def write_json_atomic(path: str | Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write to ``path.tmp``, fsync, rename: a reader sees the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

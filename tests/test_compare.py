@@ -44,7 +44,7 @@ def test_breakdown_by_query_domain():
 
     pq = {"base": table([0.1, 0.5, 0.3]), "x": table([0.2, 0.4, 0.3])}
     queries = pd.DataFrame({S.QUERY_ID: ["q0", "q1", "q2"], S.IPC3: [("A61",), ("A61", "G06"), ("G06",)]})
-    b = per_query_by_domain(pq, "base", queries).set_index("ipc3")
+    b = per_query_by_domain(pq, "base", queries, "nDCG@100").set_index("ipc3")
     assert (b.loc["A61", "wins"], b.loc["A61", "losses"], b.loc["G06", "queries"]) == (1, 1, 2)
 
 

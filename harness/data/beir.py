@@ -16,7 +16,7 @@ from typing import Iterator
 import pandas as pd
 
 from . import schema as S
-from .dapfam import validate
+from .validate import validate
 from .digest import files_digest
 from .schema import DataError
 
