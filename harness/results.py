@@ -31,6 +31,9 @@ def add_row(path: str | Path, row: dict) -> bool:
     except OSError as e:
         log.warning("results table %s not updated (%s): the artifact root is read-only", path, e.strerror or e)
         return False
+    except ResultsError as e:
+        log.warning("results table not updated: %s", e)
+        return False
     return True
 
 
@@ -38,12 +41,31 @@ def read_rows(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ResultsError(f"{path}:{n}: not a JSON row ({e.msg}). Fix: delete that line; rerunning its experiment "
+                               f"adds it again from its cached artifacts.") from None
+        if not isinstance(row, dict) or "scores_key" not in row:
+            raise ResultsError(f"{path}:{n}: not a results row (no scores_key). Fix: delete that line.")
+        rows.append(row)
+    return rows
+
+
+class ResultsError(ValueError):
+    """The results table cannot be read; the message names the file, the line and the fix."""
 
 
 def find(results: str | Path, name: str) -> dict:
     """The one row named ``name``: an experiment name, a run tag folder or a scores key."""
-    rows = read_rows(results)
+    try:
+        rows = read_rows(results)
+    except ResultsError as e:
+        raise SystemExit(str(e)) from None
     if not rows:
         raise SystemExit(f"{results}: no results yet. Fix: run experiments first (python -m harness.run ...).")
     hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"), Path(r["run_file"]).parent.name)]

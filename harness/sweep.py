@@ -182,9 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     launcher = own.get("launcher", "basic")
     failed = run_basic(info["scores"], datasets) if launcher == "basic" else run_launcher(spec, extra, launcher)
     from .report import write_report
+    from .results import ResultsError
 
     first_cfg = next(iter(info["scores"].values()))[1]
-    out = write_report(store, Path(first_cfg.root) / first_cfg.results, list(info["scores"]), name)
+    try:
+        out = write_report(store, Path(first_cfg.root) / first_cfg.results, list(info["scores"]), name)
+    except ResultsError as e:
+        print(f"sweep {name}: no report: {e}", file=sys.stderr)
+        return 1
     print(f"sweep {name}: {len(info['scores'])} experiments in {time.perf_counter() - t0:.1f}s; report in {out}")
     if failed:
         print(f"{len(failed)} failed: " + "; ".join(failed), file=sys.stderr)

@@ -144,6 +144,24 @@ def binary_text(folder: Path) -> None:
     pq.write_table(t.set_column(i, S.TITLE, pa.array(raw, type=pa.binary())), folder / "corpus.parquet")
 
 
+def invalid_utf8_in_string_column(folder: Path) -> None:
+    """Bytes that are not UTF-8 stored in a string column (pyarrow writes them unchecked)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(folder / "corpus.parquet")
+    raw = [s.encode() for s in t.column(S.TITLE).to_pylist()]
+    raw[3] = b"caf\xe9 \xff"
+    arr = pa.array(raw, type=pa.binary()).view(pa.string())
+    pq.write_table(t.set_column(t.schema.get_field_index(S.TITLE), S.TITLE, arr), folder / "corpus.parquet")
+
+
+def only_all(row, world, folder):
+    """No codes and no labels: IN/OUT cannot be computed, so they are not printed; ALL is."""
+    assert row["nDCG@100/ALL"] == pytest.approx(world.ref["nDCG@100/ALL"], abs=1e-12)
+    assert row["queries_IN"] is None and row["queries_OUT"] is None and row.get("nDCG@100/OUT") is None
+
+
 def not_parquet(file: str):
     return lambda folder: (folder / file).write_text("query_id,title_en\nQ1,x\n")
 
@@ -213,6 +231,7 @@ ROWS = [
     Row("ipc3_space_separated", codes_as(lambda c: " ".join(c)), same=True),
     Row("ipc3_semicolons", codes_as(lambda c: ";".join(c)), same=True),
     Row("ipc3_json_string", codes_as(lambda c: json.dumps(c)), same=True),
+    Row("ipc3_missing_without_labels", codes_as(lambda c: []), check=only_all, logs="count in ALL only"),
     Row("domain_rel_lowercase", edit("qrels_all.parquet", lambda t: t.assign(**{S.DOMAIN: t[S.DOMAIN].str.lower()})),
         same=True),
     Row("domain_rel_unknown_label", set_row("qrels_all.parquet", S.DOMAIN, "MAYBE"),
@@ -256,6 +275,8 @@ ROWS = [
         error=(HydraException, r"dataset.drop_self_hits=maybe.*'maybe' is not a valid bool"), fix=False),
     # ---- data: files
     Row("text_column_bytes", binary_text, error=(DataError, r"corpus.parquet.*'title_en' holds bytes.*Fix")),
+    Row("text_not_utf8_in_string_column", invalid_utf8_in_string_column,
+        error=(DataError, r"corpus.parquet: column 'title_en' holds text that is not valid UTF-8.*Fix")),
     Row("corpus_not_parquet", not_parquet("corpus.parquet"), error=(DataError, r"corpus.parquet.*not a readable parquet")),
     Row("qrels_missing_column", edit("qrels_all.parquet", lambda t: t.drop(columns=[S.RELEVANCE])),
         error=(DataError, r"qrels_all.parquet.*missing column.*relevance_score")),
@@ -555,3 +576,20 @@ def test_every_entry_point_uses_harness_root(world, tmp_path, monkeypatch, capsy
     ids = irds.register_defaults()
     assert "dapfam-mini/out" in ids and not (elsewhere / "indexes").exists()
     assert not (elsewhere / "runs").exists()
+
+
+def test_a_damaged_results_table_loses_no_score(world, tmp_path, caplog):
+    """A hand-broken line in runs/results.jsonl: the experiment still prints its (right) scores and
+    says why the table was not updated; compare names the file, line and fix."""
+    from harness.compare import main as compare_main
+
+    root = tmp_path / "root"
+    shutil.copytree(world.root, root)
+    table = root / "runs" / "results.jsonl"
+    table.write_text(table.read_text() + '{"broken\n')
+    caplog.set_level(logging.WARNING)
+    row = run(root, world.clean)
+    same_scores(scores(row), scores(world.ref))
+    assert "results table not updated" in caplog.text and "results.jsonl:2: not a JSON row" in caplog.text
+    with pytest.raises(SystemExit, match=r"results.jsonl:2: not a JSON row.*Fix: delete that line"):
+        compare_main(["--results", str(table), "--baseline", "doc_bm25", "doc_bm25"])

@@ -40,12 +40,13 @@ class ParquetCorpus:
         batches = pf.iter_batches(batch_size=batch_size, columns=cols, use_threads=False)
         while True:
             try:
-                frame = next(batches).to_pandas()
+                batch = next(batches)
             except StopIteration:
                 return
-            except (UnicodeDecodeError, ValueError) as e:  # invalid UTF-8 in a string column
+            except (UnicodeDecodeError, ValueError) as e:
                 raise DataError(f"{self.path}: cannot read columns {cols}: {str(e).splitlines()[0]}. Fix: re-encode "
                                 f"the text as UTF-8 and write the file again.") from e
+            frame = checked(batch, self.path).to_pandas()
             yield frame
 
 
@@ -82,10 +83,26 @@ def check_columns(path: Path, required: list[str]) -> None:
 def read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
     """Read columns of a parquet file; undecodable text becomes a DataError naming file and fix."""
     try:
-        return pd.read_parquet(path, columns=columns)
+        table = pq.read_table(path, columns=columns)
     except (UnicodeDecodeError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError
         raise DataError(f"{path}: cannot read columns {columns}: {str(e).splitlines()[0]}. Fix: re-encode the text "
                         f"as UTF-8 and write the file again.") from e
+    return checked(table, path).to_pandas()
+
+
+def checked(table, path: Path):
+    """``table`` (or record batch) after a full validation of its string columns: a parquet writer
+    can store bytes that are not UTF-8 in a string column, and pandas would fail on them later."""
+    import pyarrow as pa
+
+    for name, column in zip(table.schema.names, table.columns):
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+            try:
+                column.validate(full=True)
+            except pa.ArrowInvalid as e:
+                raise DataError(f"{path}: column {name!r} holds text that is not valid UTF-8 ({str(e).splitlines()[0]}). "
+                                f"Fix: re-encode the text as UTF-8 and write the file again.") from None
+    return table
 
 
 def fingerprint_file(path: Path, cache: Path | None = None) -> str:

@@ -48,13 +48,15 @@ class DomainCheck:
 def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain_source: str = "file"):
     """Positive pairs with a final ``domain`` column, and the check of file vs recomputed labels.
 
-    A judged document missing from the corpus (kept by ``dataset.unknown_ids=keep``) has no IPC3
-    codes: it takes the file's IN/OUT label, and without one it counts in ALL only."""
+    A pair whose query or document has no IPC3 codes (or whose document is missing from the
+    corpus, kept by ``dataset.unknown_ids=keep``) has no computable overlap: it takes the file's
+    IN/OUT label, and without one it counts in ALL only (never guessed OUT)."""
     if domain_source not in ("file", "ipc3"):
         raise DataError(f"dataset.domain_source={domain_source!r}: expected 'file' or 'ipc3'.")
     pos = qrels[qrels[S.RELEVANCE] > 0].copy()
     q_codes = dict(zip(queries[S.QUERY_ID], queries[S.IPC3]))
-    pos["ipc3_domain"] = [ipc3_domain(q_codes[q], doc_ipc3[d]) if d in doc_ipc3 else None
+    # No codes on either side (or a document missing from the corpus): the overlap is unknown, not OUT.
+    pos["ipc3_domain"] = [ipc3_domain(q_codes[q], doc_ipc3[d]) if q_codes[q] and doc_ipc3.get(d) else None
                           for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])]
     labelled = pos[S.DOMAIN].isin(["IN", "OUT"])
     known = pos["ipc3_domain"].notna()
@@ -75,8 +77,9 @@ def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain
     else:
         pos["domain"] = pos[S.DOMAIN].where(labelled, pos["ipc3_domain"])
     if pos["domain"].isna().any():
-        log.warning("%d positive pairs judge documents missing from the corpus without an IN/OUT label: they count "
-                    "in ALL only", int(pos["domain"].isna().sum()))
+        log.warning("%d positive pairs have no IN/OUT label and no IPC3 codes to compute one (a query or document "
+                    "without codes, or a document missing from the corpus): they count in ALL only",
+                    int(pos["domain"].isna().sum()))
     if check.disagreements:
         log.warning("%s; using the %s label (dataset.domain_source)", check, "IPC3" if domain_source == "ipc3" else "file's")
     out = pos.rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"})
