@@ -544,7 +544,7 @@ def test_bad_beir_input(tmp_path, case):
         load_beir(root, **opts)
 
 
-def test_beir_codes_as_strings_give_the_same_domains(tmp_path):
+def test_beir_codes_as_strings_give_the_same_domains(tmp_path, caplog):
     from harness.data import load_beir
 
     lists = load_beir(beir(tmp_path / "a"))
@@ -553,6 +553,7 @@ def test_beir_codes_as_strings_give_the_same_domains(tmp_path):
                              queries=[{"_id": "Q1", "text": "pump valve", "ipc3": "F04"}]))
     assert strings.positives.equals(lists.positives)
     assert strings.doc_ipc3 == {"D1": ("F04",), "D2": ("B65", "F16")}
+    assert "corpus.jsonl: column 'ipc3' holds strings" in caplog.text  # BEIR's field name, not DAPFAM's
 
 
 def test_every_entry_point_uses_harness_root(world, tmp_path, monkeypatch, capsys):

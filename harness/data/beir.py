@@ -69,7 +69,7 @@ class JsonlCorpus:
 
 
 # BEIR's own column names, for messages about BEIR files.
-NAMES = {S.QUERY_ID: "_id", S.DOC_ID: "_id", S.RELEVANCE: "score", S.DOMAIN: "domain",
+NAMES = {S.QUERY_ID: "_id", S.DOC_ID: "_id", S.RELEVANCE: "score", S.DOMAIN: "domain", S.IPC3: "ipc3",
          "qrels_query_id": "query-id", "qrels_doc_id": "corpus-id"}
 
 

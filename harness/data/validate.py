@@ -44,14 +44,14 @@ def parse_codes(value) -> tuple[tuple[str, ...], bool]:
     return tuple(sorted({str(v).strip() for v in value if v is not None and str(v).strip()})), False
 
 
-def codes_column(series: pd.Series, path: Path) -> pd.Series:
+def codes_column(series: pd.Series, path: Path, name: str | None = None) -> pd.Series:
     """Parse a whole IPC3 column, warning once (with an example) when it holds strings."""
     parsed = series.map(parse_codes)
     strings = parsed.map(lambda p: p[1])
     if strings.any():
         i = int(strings.to_numpy().nonzero()[0][0])
         log.warning("%s: column %r holds strings, not lists (%d rows, e.g. %r parsed as %s). Fix: store a list of "
-                    "codes per row.", path, series.name, int(strings.sum()), series.iloc[i], list(parsed.iloc[i][0]))
+                    "codes per row.", path, name or series.name, int(strings.sum()), series.iloc[i], list(parsed.iloc[i][0]))
     return parsed.map(lambda p: p[0])
 
 
@@ -89,7 +89,7 @@ def validate(queries: pd.DataFrame, docs: pd.DataFrame, qrels: pd.DataFrame, *, 
              unknown_ids: str = "keep", names: dict | None = None) -> dict:
     """Check ids, emptiness and referential integrity; normalise types. Errors name the file and the
     column as the source format calls it (``names`` maps DAPFAM's names to the source's)."""
-    n = {S.QUERY_ID: S.QUERY_ID, S.DOC_ID: S.DOC_ID, S.RELEVANCE: S.RELEVANCE, S.DOMAIN: S.DOMAIN,
+    n = {S.QUERY_ID: S.QUERY_ID, S.DOC_ID: S.DOC_ID, S.RELEVANCE: S.RELEVANCE, S.DOMAIN: S.DOMAIN, S.IPC3: S.IPC3,
          "qrels_query_id": S.QUERY_ID, "qrels_doc_id": S.DOC_ID, **(names or {})}
     if unknown_ids not in UNKNOWN_IDS:
         raise DataError(f"dataset.unknown_ids={unknown_ids!r}: expected one of {list(UNKNOWN_IDS)}.")
@@ -112,8 +112,8 @@ def validate(queries: pd.DataFrame, docs: pd.DataFrame, qrels: pd.DataFrame, *, 
                         f"which the harness uses for passage ids. Fix: rename those ids.")
     for col in (S.TITLE, S.ABSTRACT, S.CLAIMS, S.KEYWORDS):
         queries[col] = queries[col].fillna("").astype(str)
-    queries[S.IPC3] = codes_column(queries[S.IPC3], qpath)
-    docs[S.IPC3] = codes_column(docs[S.IPC3], cpath)
+    queries[S.IPC3] = codes_column(queries[S.IPC3], qpath, n[S.IPC3])
+    docs[S.IPC3] = codes_column(docs[S.IPC3], cpath, n[S.IPC3])
 
     qrels = qrels.copy()
     for col, key in ((S.QUERY_ID, "qrels_query_id"), (S.DOC_ID, "qrels_doc_id")):
