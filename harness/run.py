@@ -39,12 +39,13 @@ def execute(cfg: DictConfig) -> dict:
 def user_errors() -> tuple:
     """Errors whose message names the file or key and the fix: one line and exit status 2, no traceback."""
     from .data.schema import DataError
+    from .backends import SearchError
     from .config import ConfigError
     from .jvm import JavaError
     from .runs import RunFormatError
     from .store import DamagedArtifact, StoreError
 
-    return DataError, ConfigError, StoreError, DamagedArtifact, RunFormatError, JavaError, FileNotFoundError
+    return DataError, ConfigError, StoreError, DamagedArtifact, RunFormatError, JavaError, SearchError, FileNotFoundError
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")

@@ -61,8 +61,23 @@ def write_trec(run: pd.DataFrame, path: str | Path, tag: str) -> Path:
 
 
 def read_trec(path: str | Path) -> pd.DataFrame:
-    """Read a TREC run file into a run table, with a clear error for the first malformed line."""
+    """Read a TREC run file into a run table, with a clear error for the first malformed line.
+
+    Files written with single spaces (the harness's and Anserini's) are parsed by pandas' C reader;
+    anything it does not take cleanly is read line by line, which names the first bad line."""
     path = Path(path)
+    try:
+        t = pd.read_csv(path, sep=" ", header=None, dtype={0: str, 2: str, 4: float}, engine="c",
+                        keep_default_na=False, na_filter=False, skip_blank_lines=True)
+        # tabs, double spaces, extra columns give another shape; a short line, NaN cells
+        if t.shape[1] == 6 and not t.isna().any().any() and (t[[0, 2, 5]].astype(str) != "").all().all():
+            return pd.DataFrame({"query_id": t[0], "doc_id": t[2], "score": t[4]}).reset_index(drop=True)
+    except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+        pass
+    return _read_trec_lines(path)
+
+
+def _read_trec_lines(path: Path) -> pd.DataFrame:
     rows = []
     with open(path) as f:
         for n, line in enumerate(f, 1):

@@ -19,6 +19,10 @@ import importlib.util
 from functools import lru_cache
 
 
+class SearchError(RuntimeError):
+    """A search that cannot give a complete run; the message names the query and the fix."""
+
+
 def available() -> list[str]:
     from pathlib import Path
 

@@ -3,7 +3,7 @@
 Indexes are built by Anserini's ``IndexCollection`` over the units' JSON lines (the class the
 ``pyserini.index.lucene`` CLI calls; the CLI itself cannot start the JVM here, see
 :mod:`harness.jvm`), with the default English analyzer (Porter stemming, stopwords) and raw
-documents stored. Search is pyserini's ``LuceneSearcher.batch_search`` with threads.
+documents stored. Search is Anserini's ``SearchCollection``, in-process (see :func:`search`).
 
 Long queries: a TAC query can hold thousands of distinct terms, and Lucene refuses a boolean
 query of more than ``IndexSearcher.getMaxClauseCount()`` clauses (1024 by default) with
@@ -54,53 +54,83 @@ def set_max_clauses(n: int) -> None:
     autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(int(n))
 
 
-def _raise_for_failing_query(searcher, topics: dict, ids: list, max_clauses: int, batch_error: Exception):
-    """Re-run a failed batch one query at a time to name the query and the cause."""
+def _raise_for_failing_query(index_dir, topics: dict, ids: list, k1: float, b: float, max_clauses: int,
+                             batch_error: Exception | None):
+    """Re-run queries one at a time (pyserini's searcher) to name a failing query and the cause.
+    Queries that run and retrieve nothing are fine; one that retrieves what the batch lost is not.
+    ``batch_error`` (if any) is raised when no single query fails."""
+    from pyserini.search.lucene import LuceneSearcher
+
+    from . import SearchError
+
+    searcher = LuceneSearcher(str(index_dir))
+    searcher.set_bm25(float(k1), float(b))
     for q in ids:
         try:
             searcher.search(topics[q], k=1)
         except Exception as e:
             msg = str(e)
             if "TooManyClauses" in msg or "maxClauseCount" in msg or "too many clauses" in msg.lower():
-                raise RuntimeError(f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: raise "
+                raise SearchError(f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: raise "
                                    f"bm25.max_clauses or use a shorter query view.") from e
-            raise RuntimeError(f"BM25 search failed on query {q!r}: {msg.splitlines()[0]}") from e
-    raise batch_error
+            raise SearchError(f"BM25 search failed on query {q!r}: {msg.splitlines()[0]}") from e
+        if batch_error is None and searcher.search(topics[q], k=1):
+            raise SearchError(f"BM25 search lost query {q!r}: Anserini's SearchCollection wrote no hits for it, "
+                               f"though it has some. Fix: see the Java log above; rerun to search again.")
+    searcher.close()
+    if batch_error is not None:
+        raise batch_error
 
 
 def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: int, threads: int = 2,
-           max_clauses: int = 65536, batch: int = 256):
-    """Batch BM25 search. Returns (run table, seconds spent searching, queries with no text)."""
-    from pyserini.search.lucene import LuceneSearcher
+           max_clauses: int = 65536):
+    """BM25 search of every topic. Returns (run table, seconds spent searching, queries with no text).
 
-    from ..runs import from_hits
+    Runs Anserini's own ``SearchCollection`` in this JVM, writing a TREC run file that is read
+    back: pyserini's ``batch_search`` builds a Python result object per hit, which made a search
+    1.4-1.8x slower than Anserini at depth 1000 (``bench/bm25_search.py``). Same analyzer, query
+    generator (bag of words), similarity and tie-breaking (score, then doc id), so the rankings are
+    Anserini's. Topics are written in Anserini's TSV format, white space folded, which analyses to
+    the same terms."""
+    import tempfile
 
-    import pandas as pd
-    from tqdm.auto import tqdm
+    from jnius import autoclass
+
+    from ..data.qrels import write_trec_topics
+    from ..runs import read_trec
 
     if not list(Path(index_dir).glob("segments_*")):
         from ..store import MissingFiles
 
         raise MissingFiles(f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
-                                f"and run again to rebuild it.")
+                           f"and run again to rebuild it.")
     set_max_clauses(max_clauses)
-    searcher = LuceneSearcher(str(index_dir))
-    searcher.set_bm25(float(k1), float(b))
     qids = [q for q, t in topics.items() if t.strip()]
     empty = [q for q, t in topics.items() if not t.strip()]
-    parts, seconds = [], 0.0
-    for i in tqdm(range(0, len(qids), batch), desc="bm25 search", unit=" batch", disable=None, mininterval=2):
-        ids = qids[i:i + batch]
+    with tempfile.TemporaryDirectory(prefix="bm25-search-") as tmp:
+        topics_file, run_file = Path(tmp) / "topics.tsv", Path(tmp) / "run.trec"
+        write_trec_topics({q: topics[q] for q in qids}, topics_file)
+        args = collection_args(index_dir, topics_file, run_file, k1, b, depth, threads)
         t0 = time.perf_counter()
         try:
-            hits = searcher.batch_search([topics[q] for q in ids], ids, k=int(depth), threads=int(threads))
-        except Exception as e:  # a failure inside Anserini's thread pool only says "queryCount != completed"
-            _raise_for_failing_query(searcher, topics, ids, max_clauses, e)
-        seconds += time.perf_counter() - t0
-        parts.append(from_hits(hits))
-    searcher.close()
-    run = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["query_id", "doc_id", "score"])
+            autoclass("io.anserini.search.SearchCollection").main(args)
+        except Exception as e:  # noqa: BLE001  (pyjnius' JavaException: find the query and say why)
+            _raise_for_failing_query(index_dir, topics, qids, k1, b, max_clauses, e)
+        seconds = time.perf_counter() - t0
+        if not run_file.exists():
+            _raise_for_failing_query(index_dir, topics, qids, k1, b, max_clauses, RuntimeError("no run written"))
+        run = read_trec(run_file)
+    missing = sorted(set(qids) - set(run["query_id"].unique()))
+    if missing:  # SearchCollection logs a failing query and goes on: never let one pass as "no hits"
+        _raise_for_failing_query(index_dir, topics, missing, k1, b, max_clauses, None)
     return run, seconds, empty
+
+
+def collection_args(index_dir, topics_file, run_file, k1, b, depth, threads) -> list[str]:
+    """SearchCollection's arguments: one BM25 configuration, ``threads`` queries at a time."""
+    return ["-index", str(index_dir), "-topics", str(topics_file), "-topicReader", "TsvString", "-output",
+            str(run_file), "-bm25", "-bm25.k1", repr(float(k1)), "-bm25.b", repr(float(b)), "-hits", str(int(depth)),
+            "-threads", "1", "-parallelism", str(int(threads)), "-runtag", "bm25"]
 
 
 class BM25:
