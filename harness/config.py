@@ -97,6 +97,7 @@ class DatasetConf:
     domain_source: DomainSource = DomainSource.file
     unknown_ids: UnknownIds = UnknownIds.keep
     drop_self_hits: bool = True
+    published: Dict[str, Any] = field(default_factory=dict)  # sizes for a cost estimate without the data
 
 
 @dataclass
@@ -159,6 +160,11 @@ class StoreConf:
 
 
 @dataclass
+class CostConf:
+    gpu_speedup: float = 30.0  # encoder throughput on a GPU / on this CPU, assumed (harness.cost)
+
+
+@dataclass
 class Config:
     dataset: DatasetConf = field(default_factory=DatasetConf)
     query_fields: QueryView = QueryView.TA
@@ -178,6 +184,7 @@ class Config:
     name: Optional[str] = None
     verify: bool = False
     store: StoreConf = field(default_factory=StoreConf)
+    cost: CostConf = field(default_factory=CostConf)
     results: str = "runs/results.jsonl"
 
 
@@ -189,7 +196,7 @@ NOT_IN_KEYS = {"search.threads", "index.threads", "encoder.batch_size", "encoder
                "root", "name", "verify",
                "store.lock_timeout", "results", "dataset.path", "dataset.files", "dataset.cache_dir",
                "dataset.repo_id", "dataset.revision", "dataset.split", "dataset.type", "dataset.params",
-               "bm25.max_clauses"}
+               "bm25.max_clauses", "dataset.published", "cost.gpu_speedup"}
 
 
 # ----------------------------------------------------------------------- range checks, one per group

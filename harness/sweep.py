@@ -84,18 +84,37 @@ def compose(overrides: list[str]):
 
 
 class DatasetCache:
-    """One load per distinct dataset config across the sweep."""
+    """One load per distinct dataset config across the sweep. ``published=True`` (listing only):
+    a dataset that cannot be loaded (the hub offline) is planned from ``dataset.published``."""
 
-    def __init__(self):
+    def __init__(self, published: bool = False):
         self._cache = {}
+        self.published = published
+        self.unavailable: dict = {}
 
     def get(self, cfg):
         from . import data
 
         key = OmegaConf.to_yaml(cfg.dataset) + str(cfg.root)
         if key not in self._cache:
-            self._cache[key] = data.load(cfg.dataset, cfg.root)
+            try:
+                self._cache[key] = data.load(cfg.dataset, cfg.root)
+            except data.DataError as e:
+                if not (self.published and cfg.dataset.get("published")):
+                    raise
+                log.warning("planning from the published size of the dataset, none of it cached: %s", e)
+                self._cache[key] = published_stand_in(cfg.dataset)
+                self.unavailable[key] = e
         return self._cache[key]
+
+
+def published_stand_in(dataset_cfg):
+    """What planning needs of a dataset that is not here: keys are placeholders, sizes published."""
+    from types import SimpleNamespace
+
+    size = OmegaConf.to_container(dataset_cfg.published, resolve=True)
+    return SimpleNamespace(name=str(dataset_cfg.type), fingerprint="published-size", self_ids=set(),
+                           qrels_digest="published-size", n_docs=size["families"], published=size)
 
 
 def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
@@ -135,6 +154,22 @@ def listing(name: str, jobs, nodes, store) -> str:
     return "\n".join(lines)
 
 
+def cost_estimate(nodes, info, datasets) -> str:
+    """Predicted time of the artifacts not cached (see :mod:`harness.cost`), per kind and in total."""
+    from . import cost
+
+    cfg = next(iter(info["scores"].values()))[1]
+    ds = datasets.get(cfg)
+    store = info["store"]
+    if hasattr(ds, "published"):
+        size = {"chars_per_token": 4.0, **ds.published}
+    else:
+        size = {**cost.sizes(ds, store.root), "chars_per_token": cost.chars_per_token(ds, cfg.encoder)}
+    missing = {n.key for n in nodes if n.kind != "dataset" and (ds.fingerprint == "published-size" or not store.exists(n))}
+    calibration = {**cost.calibrate(store.root, cfg.encoder), "chars_per_token": size["chars_per_token"]}
+    return cost.report(nodes, missing, size, calibration, cfg, float(cfg.cost.gpu_speedup))
+
+
 def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
     from tqdm.auto import tqdm
 
@@ -172,12 +207,20 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_sweep(own.get("sweep", "default"))
     name = Path(own.get("sweep", "default")).stem
     jobs = expand(spec, extra)
-    datasets = DatasetCache()
+    listing_only = own.get("list", "false").lower() in ("1", "true", "yes")
+    datasets = DatasetCache(published=listing_only)
     t0 = time.perf_counter()
-    nodes, info = plan(jobs, datasets)
+    from .run import user_errors
+
+    try:
+        nodes, info = plan(jobs, datasets)
+    except user_errors() as e:
+        print(f"sweep {name}: {e}", file=sys.stderr)
+        return 2
     store = info["store"]
     print(listing(name, jobs, nodes, store), flush=True)
-    if own.get("list", "false").lower() in ("1", "true", "yes"):
+    if listing_only:
+        print(cost_estimate(nodes, info, datasets), flush=True)
         return 0
     launcher = own.get("launcher", "basic")
     failed = run_basic(info["scores"], datasets) if launcher == "basic" else run_launcher(spec, extra, launcher)

@@ -100,3 +100,31 @@ def test_hydra_launchers_run_the_sweep_and_share_one_index(tmp_path, launcher):
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(pd.read_json(tmp_path / "runs" / "results.jsonl", lines=True)) == 2
     assert len([p for p in (tmp_path / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1
+
+
+def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypatch, capsys):
+    """`list=true` prints predicted times per artifact kind and in total, on CPU and GPU, from the
+    published size when the data is not there; twice the families, twice the encoding time."""
+    import re
+
+    from harness import cost
+
+    monkeypatch.setattr(cost, "calibrate", lambda root, enc: {
+        "passaging_chars_s": 1e7, "indexing_chars_s": 1e6, "bm25_s_per_term": 1e-3, "bm25_s_per_term_char": 0.0,
+        "encode_a": 1e-4, "encode_b": 0.0, "flat_s_per_mac": 1e-10, "model_load_s": 1.0})
+
+    def estimate(families):
+        published = (f"++dataset.published={{families:{families},queries:10,chars:{{title:{families * 50},abstract:"
+                     f"{families * 500},claims:0,description:{families * 3000}}},query_chars:{{title:500,abstract:"
+                     f"5000,claims:0,keywords:0}}}}")
+        assert main([f"sweep={sweep_path}", f"root={tmp_path}", "list=true", "dataset=local",
+                     f"dataset.path={tmp_path / 'absent'}", published]) == 0
+        out = capsys.readouterr().out
+        assert "GPU: encoder x30, assumed" in out and re.search(r"total +CPU +[\d.]+ \w+ +GPU", out)
+        value, unit = re.search(r"embeddings +CPU +([\d.]+) (s|min|h)\b", out).groups()
+        return float(value) * {"s": 1, "min": 60, "h": 3600}[unit]
+
+    sweep_path = tmp_path / "s.yaml"
+    sweep_path.write_text("blocks:\n  b:\n    +experiment: doc_dense,passage_dense\n    target_fields: FULL\n")
+    small, large = estimate(1000), estimate(2000)
+    assert large == pytest.approx(2 * small, rel=0.05)
