@@ -587,10 +587,11 @@ def test_a_damaged_results_table_loses_no_score(world, tmp_path, caplog):
     root = tmp_path / "root"
     shutil.copytree(world.root, root)
     table = root / "runs" / "results.jsonl"
+    broken = len(table.read_text().splitlines()) + 1
     table.write_text(table.read_text() + '{"broken\n')
     caplog.set_level(logging.WARNING)
     row = run(root, world.clean)
     same_scores(scores(row), scores(world.ref))
-    assert "results table not updated" in caplog.text and "results.jsonl:2: not a JSON row" in caplog.text
-    with pytest.raises(SystemExit, match=r"results.jsonl:2: not a JSON row.*Fix: delete that line"):
+    assert "results table not updated" in caplog.text and f"results.jsonl:{broken}: not a JSON row" in caplog.text
+    with pytest.raises(SystemExit, match=rf"results.jsonl:{broken}: not a JSON row.*Fix: delete that line"):
         compare_main(["--results", str(table), "--baseline", "doc_bm25", "doc_bm25"])
