@@ -75,8 +75,12 @@ def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
 
 
 def compose(overrides: list[str]):
+    """The experiment's config. Overrides of Hydra itself (``hydra.launcher.cpus_per_task=1``,
+    ``hydra/launcher=...``) configure the launchers, not experiments: they are left to them."""
     from . import config  # noqa: F401  (registers the config schema)
     from hydra import compose as hydra_compose
+
+    overrides = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
     from hydra import initialize_config_dir
 
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):

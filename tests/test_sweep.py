@@ -89,12 +89,14 @@ def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     assert len(pd.read_csv(report / "results.csv")) == 14
 
 
-@pytest.mark.parametrize("launcher", ["submitit_local", "local_parallel"])
-def test_hydra_launchers_run_the_sweep_and_share_one_index(tmp_path, launcher):
-    """submitit_local (Slurm's local twin) and joblib with two parallel jobs that need one index."""
+@pytest.mark.parametrize("launcher,setting", [("submitit_local", "hydra.launcher.cpus_per_task=1"),
+                                              ("local_parallel", "hydra.launcher.n_jobs=2")])
+def test_hydra_launchers_run_the_sweep_and_share_one_index(tmp_path, launcher, setting):
+    """submitit_local (Slurm's local twin) and joblib with two parallel jobs that need one index;
+    launcher settings are overridden from the sweep's command line, as Hydra users expect."""
     sweep = tmp_path / "two.yaml"
     sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25\n    query_fields: T,TA\n")
-    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, f"launcher={launcher}",
+    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, f"launcher={launcher}", setting,
                         "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
