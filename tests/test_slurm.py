@@ -1,0 +1,59 @@
+"""The cluster path on a real Slurm: a single-node cluster on this machine (scripts/slurm-local.sh,
+started by .ci/run). Skipped, with the reason, where Slurm is not installed or cannot start."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, tiny_overrides
+
+SCRIPT = ROOT / "scripts" / "slurm-local.sh"
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    """SLURM_CONF of a running local cluster: the one .ci/run started, else start it (as root)."""
+    conf = Path(os.environ.get("SLURM_LOCAL_DIR", "/tmp/harness-slurm")) / "slurm.conf"
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    if not shutil.which("sbatch") or not shutil.which("slurmctld"):
+        pytest.skip("Slurm is not installed (scripts/slurm-local.sh install, as root, installs Debian's packages)")
+    up = conf.exists() and subprocess.run(["sinfo", "-h", "-o", "%t"], env=env, capture_output=True, text=True).stdout
+    if not up or not any(s in up for s in ("idle", "mix", "alloc")):
+        if os.geteuid() != 0:
+            pytest.skip("no local Slurm running and starting one needs root (scripts/slurm-local.sh start)")
+        r = subprocess.run(["bash", str(SCRIPT), "start"], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"the local Slurm did not start: {(r.stdout + r.stderr)[-500:]}")
+    return env
+
+
+def _sweep(root: Path, sweep: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.sweep", f"sweep={sweep}", f"root={root}", *tiny_overrides(),
+                           *extra], cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+
+
+def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path, slurm):
+    sweep = tmp_path / "small.yaml"
+    sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25,doc_dense\n    query_fields: T,TA\n    target_fields: TA\n")
+    settings = ["hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=15",
+                "hydra.launcher.partition=local", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
+    r = _sweep(tmp_path / "slurm", sweep, slurm, "launcher=slurm", *settings)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    local = _sweep(tmp_path / "local", sweep, slurm)
+    assert local.returncode == 0, (local.stdout + local.stderr)[-3000:]
+
+    def table(root):
+        t = pd.read_csv(root / "runs" / "report" / "small" / "results.csv")
+        return t.drop(columns=[c for c in t if c in ("run_file", "ms/query", "index_seconds", "encode_seconds")])
+
+    pd.testing.assert_frame_equal(table(tmp_path / "slurm").sort_values("scores_key").reset_index(drop=True),
+                                  table(tmp_path / "local").sort_values("scores_key").reset_index(drop=True))
+    logs = "".join(p.read_text() for p in (tmp_path / "multirun").rglob("run.log"))  # one per Slurm job
+    assert logs.count("reused mini dataset") + logs.count("building mini dataset") == 4  # four jobs ran
+    assert logs.count("building BM25 index") == 1, "the jobs racing for one index built it more than once"
+    assert logs.count("building embeddings") == 1
+    assert len([p for p in (tmp_path / "slurm" / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1
