@@ -218,8 +218,18 @@ def check_metrics(metrics) -> list[str]:
         raise ConfigError(str(e)) from e
 
 
+def check_store(cfg) -> None:
+    if cfg.store.lock_timeout < 0:
+        raise ConfigError(f"store.lock_timeout={cfg.store.lock_timeout}: expected seconds >= 0 (0: fail at once if "
+                          f"another process holds the lock).")
+    if not cfg.cost.gpu_speedup > 0:
+        raise ConfigError(f"cost.gpu_speedup={cfg.cost.gpu_speedup}: expected a positive factor (GPU / CPU encoder "
+                          f"throughput).")
+
+
 def check(cfg) -> list[str]:
     """Every range and combination the types cannot express; returns the canonical metric names."""
+    check_store(cfg)
     if cfg.granularity == Granularity.passage:
         check_passage(cfg.passage)
     check_search(cfg.search)

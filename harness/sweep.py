@@ -116,7 +116,13 @@ def published_stand_in(dataset_cfg):
     """What planning needs of a dataset that is not here: keys are placeholders, sizes published."""
     from types import SimpleNamespace
 
+    from .data import DataError
+
     size = OmegaConf.to_container(dataset_cfg.published, resolve=True)
+    missing = [k for k in ("families", "queries", "chars", "query_chars") if k not in size]
+    if missing or not isinstance(size.get("chars"), dict) or not isinstance(size.get("query_chars"), dict):
+        raise DataError(f"dataset.published lacks {missing or ['chars/query_chars as mappings']}. Fix: give families, "
+                        f"queries, chars and query_chars per field (see conf/dataset/dapfam.yaml).")
     return SimpleNamespace(name=str(dataset_cfg.type), fingerprint="published-size", self_ids=set(),
                            qrels_digest="published-size", n_docs=size["families"], published=size)
 
