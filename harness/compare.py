@@ -115,11 +115,23 @@ def plot_differences(per_query: dict[str, pd.DataFrame], baseline: str, path: Pa
 
 
 def load_per_query(results: Path, names: list[str]) -> dict[str, pd.DataFrame]:
-    """Per-query tables of the named systems (experiment name, run folder or scores key)."""
+    """Per-query tables of the named systems (experiment name, run folder or scores key). Systems
+    scored on other data or other judgments cannot be paired: that is an error, not a p-value."""
+    import json
+
     from .results import find, scores_dir
 
-    return {name: pd.read_csv(scores_dir(results, find(results, name)) / "per_query.csv", dtype={"query_id": str})
-            for name in names}
+    folders = {name: scores_dir(results, find(results, name)) for name in names}
+    judged = {}
+    for name, folder in folders.items():
+        meta = json.loads((folder / "meta.json").read_text())
+        judged[name] = (json.loads((folder / "manifest.json").read_text())["dataset"].get("fingerprint"),
+                        meta["params"].get("qrels"))
+    if len(set(judged.values())) > 1:
+        raise SystemExit(f"the systems were scored on different data or judgments ({judged}); paired tests need the "
+                         f"same queries and qrels. Fix: compare systems of one dataset (see the results table's "
+                         f"dataset column and scores_key).")
+    return {name: pd.read_csv(folder / "per_query.csv", dtype={"query_id": str}) for name, folder in folders.items()}
 
 
 def _queries_of(results: Path, name: str):

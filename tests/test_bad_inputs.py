@@ -264,6 +264,8 @@ ROWS = [
         S.QUERY_ID: "NOPE", S.DOC_ID: t[S.DOC_ID].iloc[0], S.RELEVANCE: 1, S.DOMAIN: "IN"}])])),
         error=(DataError, r"qrels_all.parquet.*query id.*NOPE.*Fix")),
     Row("qrels_unknown_doc_keep", unknown_doc, check=unknown_kept, logs="kept as relevant but unretrievable"),
+    Row("qrels_ids_all_unknown", edit("qrels_all.parquet", lambda t: t.assign(**{S.DOC_ID: t[S.DOC_ID] + ".0"})),
+        error=(DataError, r"qrels_all.parquet.*none of the .* positive judgments names a document.*Fix")),
     Row("qrels_unknown_doc_drop", unknown_doc, ("dataset.unknown_ids=drop",), same=True, logs="GHOST-1"),
     Row("qrels_unknown_doc_error", unknown_doc, ("dataset.unknown_ids=error",),
         error=(DataError, r"qrels_all.parquet.*'relevant_id'.*GHOST-1.*Fix")),
@@ -597,3 +599,19 @@ def test_a_damaged_results_table_loses_no_score(world, tmp_path, caplog):
     assert "results table not updated" in caplog.text and f"results.jsonl:{broken}: not a JSON row" in caplog.text
     with pytest.raises(SystemExit, match=rf"results.jsonl:{broken}: not a JSON row.*Fix: delete that line"):
         compare_main(["--results", str(table), "--baseline", "doc_bm25", "doc_bm25"])
+
+
+def test_compare_refuses_systems_scored_on_other_judgments(world, tmp_path):
+    """Paired tests over systems of two datasets would pair unrelated numbers: refused."""
+    from harness.compare import main as compare_main
+
+    root = tmp_path / "root"
+    shutil.copytree(world.root, root)
+    other = world.copy()
+    edit("qrels_all.parquet", lambda t: t.iloc[: len(t) // 2])(other)
+    mine = run(root, world.clean)
+    theirs = run(root, other, "name=half_qrels")
+    assert mine["scores_key"] != theirs["scores_key"]
+    with pytest.raises(SystemExit, match="different data or judgments.*Fix"):
+        compare_main(["--results", str(root / "runs" / "results.jsonl"), "--baseline", mine["scores_key"],
+                      "half_qrels"])

@@ -161,6 +161,11 @@ def _unknown_documents(qrels, doc_ids: set, policy: str, rpath, cpath, col: str)
     if policy == "error":
         raise DataError(f"{what}. Fix: drop those qrels rows or add the documents, or set dataset.unknown_ids=keep "
                         f"(count them as relevant but unretrievable, as trec_eval does) or drop.")
+    positives = qrels[S.RELEVANCE] > 0
+    if positives.any() and pos.sum() == positives.sum():  # nothing relevant can be retrieved: ids do not match
+        raise DataError(f"{what}: none of the {int(positives.sum())} positive judgments names a document of the "
+                        f"corpus, so every score would be 0. Fix: write the ids of {rpath.name} as {cpath.name} "
+                        f"writes them (e.g. '12' vs '12.0' or 'D12', a number stored as float).")
     if policy == "drop":
         log.warning("%s: dropped (dataset.unknown_ids=drop)", what)
         return qrels[~unknown]
