@@ -123,10 +123,9 @@ def load_per_query(results: Path, names: list[str]) -> dict[str, pd.DataFrame]:
 
     folders = {name: scores_dir(results, find(results, name)) for name in names}
     judged = {}
-    for name, folder in folders.items():
+    for name, folder in folders.items():  # the scores' dataset parent (content key) and qrels digest
         meta = json.loads((folder / "meta.json").read_text())
-        judged[name] = (json.loads((folder / "manifest.json").read_text())["dataset"].get("fingerprint"),
-                        meta["params"].get("qrels"))
+        judged[name] = (next(p["key"] for p in meta["parents"] if p["kind"] == "dataset"), meta["params"].get("qrels"))
     if len(set(judged.values())) > 1:
         raise SystemExit(f"the systems were scored on different data or judgments ({judged}); paired tests need the "
                          f"same queries and qrels. Fix: compare systems of one dataset (see the results table's "

@@ -13,7 +13,6 @@ be cached then, so everything is predicted.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import platform
@@ -22,12 +21,16 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from .data import schema as S
 from .data import views as V
+from .files import read_json as _read
 
 log = logging.getLogger(__name__)
 
-FIELDS = {"T": ["title"], "TA": ["title", "abstract"], "TAC": ["title", "abstract", "claims"],
-          "FULL": ["title", "abstract", "claims", "description"], "DESC": ["description"], "KW": ["keywords"]}
+# Sizes are kept per field; a view's size is the sum over its fields (harness.data.views).
+FIELD_OF = {S.TITLE: "title", S.ABSTRACT: "abstract", S.CLAIMS: "claims", S.DESCRIPTION: "description",
+            S.KEYWORDS: "keywords"}
+FIELDS = {view: [FIELD_OF[c] for c in cols] for view, cols in {**V.QUERY_VIEWS, **V.TARGET_VIEWS}.items()}
 
 
 # ----------------------------------------------------------------------------- sizes
@@ -37,9 +40,7 @@ def sizes(ds, root: Path) -> dict:
     known = _read(cache)
     if ds.fingerprint in known:
         return known[ds.fingerprint]
-    from .data import schema as S
-
-    cols = {"title": S.TITLE, "abstract": S.ABSTRACT, "claims": S.CLAIMS, "description": S.DESCRIPTION}
+    cols = {f: c for c, f in FIELD_OF.items() if c in S.CORPUS_COLUMNS}
     chars = Counter()
     for batch in ds.corpus.iter_batches(list(cols.values())):
         for f, c in cols.items():
@@ -238,13 +239,6 @@ def _fmt(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min" if s < 7200 else f"{s / 3600:.1f} h"
 
 
-def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
 def _write(path: Path, obj: dict) -> None:
     from .files import write_json_atomic
 
@@ -254,4 +248,4 @@ def _write(path: Path, obj: dict) -> None:
         log.debug("not cached: %s (%s)", path, e)
 
 
-__all__ = ["sizes", "calibrate", "estimate", "report", "V"]
+__all__ = ["sizes", "calibrate", "estimate", "report"]

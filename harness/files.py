@@ -46,6 +46,14 @@ def damage(folder: Path, files: dict, checksums: bool = False) -> str | None:
     return None
 
 
+def read_json(path: str | Path | None) -> dict:
+    """A small JSON cache file as a dict; a missing or unreadable file is an empty cache."""
+    try:
+        return json.loads(Path(path).read_text()) if path else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def write_json_atomic(path: str | Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 

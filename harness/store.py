@@ -32,9 +32,10 @@ from typing import Any, Callable
 
 from filelock import FileLock, Timeout
 
+from .files import META, damage, file_checksum, file_table, fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401
+
 log = logging.getLogger(__name__)
 
-from .files import META, damage, file_checksum, file_table, fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401
 DEFAULT_LOCK_TIMEOUT = 6 * 3600  # seconds; a DAPFAM-scale index build takes well under an hour
 
 

@@ -94,7 +94,6 @@ class DatasetCache:
     def __init__(self, published: bool = False):
         self._cache = {}
         self.published = published
-        self.unavailable: dict = {}
 
     def get(self, cfg):
         from . import data
@@ -108,7 +107,6 @@ class DatasetCache:
                     raise
                 log.warning("planning from the published size of the dataset, none of it cached: %s", e)
                 self._cache[key] = published_stand_in(cfg.dataset)
-                self.unavailable[key] = e
         return self._cache[key]
 
 

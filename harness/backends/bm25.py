@@ -65,19 +65,21 @@ def _raise_for_failing_query(index_dir, topics: dict, ids: list, k1: float, b: f
 
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(float(k1), float(b))
-    for q in ids:
-        try:
-            searcher.search(topics[q], k=1)
-        except Exception as e:
-            msg = str(e)
-            if "TooManyClauses" in msg or "maxClauseCount" in msg or "too many clauses" in msg.lower():
-                raise SearchError(f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: raise "
-                                   f"bm25.max_clauses or use a shorter query view.") from e
-            raise SearchError(f"BM25 search failed on query {q!r}: {msg.splitlines()[0]}") from e
-        if batch_error is None and searcher.search(topics[q], k=1):
-            raise SearchError(f"BM25 search lost query {q!r}: Anserini's SearchCollection wrote no hits for it, "
-                               f"though it has some. Fix: see the Java log above; rerun to search again.")
-    searcher.close()
+    try:
+        for q in ids:
+            try:
+                hits = searcher.search(topics[q], k=1)
+            except Exception as e:
+                msg = str(e)
+                if "TooManyClauses" in msg or "maxClauseCount" in msg or "too many clauses" in msg.lower():
+                    raise SearchError(f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: "
+                                      f"raise bm25.max_clauses or use a shorter query view.") from e
+                raise SearchError(f"BM25 search failed on query {q!r}: {msg.splitlines()[0]}") from e
+            if batch_error is None and hits:
+                raise SearchError(f"BM25 search lost query {q!r}: Anserini's SearchCollection wrote no hits for it, "
+                                  f"though it has some. Fix: see the Java log above; rerun to search again.")
+    finally:
+        searcher.close()
     if batch_error is not None:
         raise batch_error
 

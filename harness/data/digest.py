@@ -11,9 +11,10 @@ root simply hashes every time.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from pathlib import Path
+
+from ..files import file_checksum, read_json
 
 log = logging.getLogger(__name__)
 
@@ -23,26 +24,15 @@ def _stat_key(path: Path) -> str:
     return f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{st.st_ino}"
 
 
-def _read(cache: Path | None) -> dict:
-    try:
-        return json.loads(cache.read_text()) if cache else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def file_digest(path: str | Path, cache: str | Path | None = None, chunk: int = 4 << 20) -> str:
+def file_digest(path: str | Path, cache: str | Path | None = None) -> str:
     """SHA-256 (16 hex digits) of the whole file, streamed; cached in ``cache`` when given."""
     path = Path(path)
     cache = Path(cache) if cache else None
     key = _stat_key(path)
-    known = _read(cache)
+    known = read_json(cache)
     if key in known:
         return known[key]
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    digest = h.hexdigest()[:16]
+    digest = file_checksum(path)[:16]
     if cache is not None:
         _remember(cache, key, digest)
     return digest
@@ -51,12 +41,12 @@ def file_digest(path: str | Path, cache: str | Path | None = None, chunk: int = 
 def _remember(cache: Path, key: str, digest: str) -> None:
     from filelock import FileLock
 
-    from ..store import write_json_atomic
+    from ..files import write_json_atomic
 
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(cache) + ".lock", timeout=30):
-            known = _read(cache)
+            known = read_json(cache)
             known[key] = digest
             write_json_atomic(cache, known)
     except Exception as e:  # a read-only root: hash again next time, never fail for a cache
