@@ -53,10 +53,17 @@ start() {
     chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
   fi
   mkdir -p /run/munge /var/log/munge /var/lib/munge && chown munge:munge /run/munge /var/log/munge /var/lib/munge
-  pgrep -x munged >/dev/null || runuser -u munge -- /usr/sbin/munged --force
+  # munge must answer, not merely have a process (one that is exiting leaves no socket)
+  if ! munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+    pkill -x munged 2>/dev/null || true
+    for _ in $(seq 20); do pgrep -x munged >/dev/null || break; sleep 0.5; done
+    runuser -u munge -- /usr/sbin/munged --force
+    for _ in $(seq 20); do munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.5; done
+  fi
+  stop >/dev/null  # daemons of an earlier start would hold the ports
   SLURM_CONF=$CONF slurmctld -f "$CONF"
   SLURM_CONF=$CONF slurmd -f "$CONF"
-  for _ in $(seq 60); do
+  for _ in $(seq 120); do
     if SLURM_CONF=$CONF sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
       echo "slurm: node $HOST up (SLURM_CONF=$CONF)"; return 0
     fi
@@ -67,8 +74,14 @@ start() {
 }
 
 stop() {
-  [ -f "$DIR/slurmd.pid" ] && kill "$(cat "$DIR/slurmd.pid")" 2>/dev/null || true
-  [ -f "$DIR/slurmctld.pid" ] && kill "$(cat "$DIR/slurmctld.pid")" 2>/dev/null || true
+  local pid
+  for f in "$DIR/slurmd.pid" "$DIR/slurmctld.pid"; do
+    [ -f "$f" ] || continue
+    pid=$(cat "$f")
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+    rm -f "$f"
+  done
   echo "slurm: stopped"
 }
 

@@ -466,43 +466,39 @@ def test_root_that_is_a_file(world):
 
 
 def test_read_only_root_prints_cached_scores_and_refuses_to_build(world, tmp_path):
-    """As another user (root ignores permissions): a fully cached experiment prints its scores;
-    one that needs a build ends in one line naming the root and the fix."""
+    """A fully cached experiment prints its scores from a read-only root; one that needs a build
+    ends in one line naming the root and the fix. Root ignores permissions, so as root the copy is
+    made immutable (chattr +i), which stops root's writes too."""
     import os
     import stat
 
-    ro = Path(tempfile_dir()) / "ro"
+    ro = tmp_path / "ro"
     shutil.copytree(world.root, ro)
-    data = Path(tempfile_dir()) / "data"
-    shutil.copytree(world.clean, data)
-    for p in [ro, *ro.rglob("*")]:
-        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) | stat.S_IRUSR | stat.S_IROTH
-                | (stat.S_IXOTH if p.is_dir() else 0))
-    prefix = []
-    if os.geteuid() == 0:
-        if not shutil.which("setpriv"):
-            pytest.skip("needs setpriv to drop root's privileges")
-        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    hydra_dir = Path(tempfile_dir()) / "hydra"
-    base = [*prefix, sys.executable, "-m", "harness.run", f"root={ro}", f"hydra.run.dir={hydra_dir}", "dataset=local",
-            f"dataset.path={data}", *BASE]
-    env = {**os.environ, "HOME": str(hydra_dir.parent)}
-    ok = subprocess.run(base, cwd=ROOT, capture_output=True, text=True, env=env)
-    assert ok.returncode == 0, ok.stderr[-3000:]
-    assert f"{world.ref['nDCG@100/ALL']:.4f}" in ok.stdout
-    bad = subprocess.run(base + ["bm25.k1=0.44"], cwd=ROOT, capture_output=True, text=True, env=env)
-    assert bad.returncode == 2
-    text = bad.stdout + bad.stderr  # Hydra's log goes to stdout
-    assert "Traceback" not in text and "not writable" in text and "HARNESS_ROOT" in text
-
-
-def tempfile_dir() -> str:
-    import os
-    import tempfile
-
-    d = tempfile.mkdtemp(prefix="harness-ro-")
-    os.chmod(d, 0o777)
-    return d
+    as_root = os.geteuid() == 0
+    if as_root:
+        made = subprocess.run(["chattr", "-R", "+i", str(ro)], capture_output=True, text=True) \
+            if shutil.which("chattr") else None
+        if made is None or made.returncode != 0:
+            pytest.skip(f"as root a read-only root needs chattr +i: {made.stderr.strip() if made else 'no chattr'}")
+    else:
+        for p in [ro, *ro.rglob("*")]:
+            p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        base = [sys.executable, "-m", "harness.run", f"root={ro}", f"hydra.run.dir={tmp_path / 'hydra'}",
+                "dataset=local", f"dataset.path={world.clean}", *BASE]
+        ok = subprocess.run(base, cwd=ROOT, capture_output=True, text=True)
+        assert ok.returncode == 0, ok.stderr[-3000:]
+        assert f"{world.ref['nDCG@100/ALL']:.4f}" in ok.stdout
+        bad = subprocess.run(base + ["bm25.k1=0.44"], cwd=ROOT, capture_output=True, text=True)
+        assert bad.returncode == 2
+        text = bad.stdout + bad.stderr  # Hydra's log goes to stdout
+        assert "Traceback" not in text and "not writable" in text and "HARNESS_ROOT" in text
+    finally:
+        if as_root:
+            subprocess.run(["chattr", "-R", "-i", str(ro)], check=False)
+        else:
+            for p in [ro, *ro.rglob("*")]:
+                p.chmod(p.stat().st_mode | stat.S_IWUSR)
 
 
 # ---------------------------------------------------------------- BEIR files: messages in BEIR's names
