@@ -34,7 +34,10 @@ Tokenizer = _choices("Tokenizer", "auto", "words", "encoder")
 Pooling = _choices("Pooling", "mean", "cls")
 DType = _choices("DType", "float32", "float16", "bfloat16")
 Quantization = _choices("Quantization", "none", "int8")
-FusionMethod = _choices("FusionMethod", "rrf")
+FusionMethod = _choices("FusionMethod", "rrf", "interpolation", "average")
+PRFMethod = _choices("PRFMethod", "rm3", "rocchio")
+DensePRFMethod = _choices("DensePRFMethod", "average", "rocchio")
+RerankMethod = _choices("RerankMethod", "ipc3_disjoint")
 DomainSource = _choices("DomainSource", "file", "ipc3")
 UnknownIds = _choices("UnknownIds", "keep", "drop", "error")
 
@@ -104,9 +107,39 @@ class EncoderConf:
 @dataclass
 class FusionConf:
     method: FusionMethod = FusionMethod.rrf
-    k: int = 60
+    k: int = 60                              # RRF's constant
     depth: int = 100
     backends: List[str] = field(default_factory=lambda: ["bm25", "dense"])
+    runs: List[Any] = field(default_factory=list)  # N-way: overrides per input run (replace backends)
+    weights: Optional[List[float]] = None     # one per input run; null = all 1
+
+
+@dataclass
+class PRFConf:
+    """BM25 pseudo-relevance feedback (Anserini's RM3 / Rocchio rerankers)."""
+    method: PRFMethod = PRFMethod.rm3
+    fb_terms: int = 10
+    fb_docs: int = 10
+    original_query_weight: float = 0.5       # RM3
+    alpha: float = 1.0                       # Rocchio: original query
+    beta: float = 0.75                       # Rocchio: feedback documents
+
+
+@dataclass
+class DensePRFConf:
+    """Dense PRF: the query vector moved towards its top-k document vectors, then searched again."""
+    method: DensePRFMethod = DensePRFMethod.rocchio
+    k: int = 3
+    alpha: float = 0.4                       # Rocchio: original query
+    beta: float = 0.6                        # Rocchio: feedback documents
+
+
+@dataclass
+class RerankConf:
+    """Domain-aware re-ranking of the final run (harness.rerank)."""
+    method: RerankMethod = RerankMethod.ipc3_disjoint
+    weight: float = 0.05
+    k: int = 60
 
 
 @dataclass
@@ -130,6 +163,9 @@ class Config:
     encoder: EncoderConf = field(default_factory=EncoderConf)
     bm25: BM25Conf = field(default_factory=BM25Conf)
     fusion: Optional[FusionConf] = None
+    prf: Optional[PRFConf] = None
+    dense_prf: Optional[DensePRFConf] = None
+    rerank: Optional[RerankConf] = None
     passage: PassageConf = field(default_factory=PassageConf)
     search: SearchConf = field(default_factory=SearchConf)
     index: IndexConf = field(default_factory=IndexConf)
@@ -195,17 +231,54 @@ def check_encoder(e) -> None:
 
 
 def check_fusion(f, search) -> None:
-    if len(set(f.backends)) < 2:
+    if f.runs:
+        if len(f.runs) < 2:
+            raise ConfigError(f"fusion.runs has {len(f.runs)} run: fusion needs at least two.")
+        for i, r in enumerate(f.runs):
+            if not hasattr(r, "items"):
+                raise ConfigError(f"fusion.runs[{i}]={r!r}: expected a mapping of overrides, e.g. "
+                                  f"{{backend: bm25, query_fields: KW, prf: rm3}}.")
+    elif len(set(f.backends)) < 2:
         from .backends import available
 
-        raise ConfigError(f"fusion.backends={list(f.backends)}: RRF fuses at least two different backends of "
-                          f"{available()}.")
+        raise ConfigError(f"fusion.backends={list(f.backends)}: fusion needs at least two different backends of "
+                          f"{available()}, or fusion.runs.")
+    n = len(f.runs) or len(f.backends)
+    if f.weights is not None:
+        if len(f.weights) != n:
+            raise ConfigError(f"fusion.weights={list(f.weights)}: expected {n} weights, one per fused run.")
+        for w in f.weights:
+            _number(w, "fusion.weights[]", 0.0)
+        if f.method == FusionMethod.average and len(set(f.weights)) > 1:
+            raise ConfigError("fusion.method=average takes no weights. Fix: fusion.method=interpolation.")
     if f.k < 0:
         raise ConfigError(f"fusion.k={f.k}: expected a non-negative integer (the paper's grid: 10, 30, 60, 100).")
     _positive_int(f.depth, "fusion.depth")
     if f.depth > search.k:
         raise ConfigError(f"fusion.depth={f.depth} > search.k={search.k}: the fused family runs hold only search.k "
                           f"families per query. Fix: fusion.depth <= search.k, or raise search.k.")
+
+
+def check_prf(p) -> None:
+    _positive_int(p.fb_terms, "prf.fb_terms")
+    _positive_int(p.fb_docs, "prf.fb_docs")
+    _number(p.original_query_weight, "prf.original_query_weight", 0.0, 1.0)
+    _number(p.alpha, "prf.alpha", 0.0)
+    _number(p.beta, "prf.beta", 0.0)
+
+
+def check_dense_prf(p, search) -> None:
+    _positive_int(p.k, "dense_prf.k")
+    if p.k > search.depth:
+        raise ConfigError(f"dense_prf.k={p.k} > search.depth={search.depth}: feedback comes from the first search.")
+    _number(p.alpha, "dense_prf.alpha", 0.0)
+    _number(p.beta, "dense_prf.beta", 0.0)
+
+
+def check_rerank(r) -> None:
+    _number(r.weight, "rerank.weight", 0.0, hint=" (0 leaves the run as it is)")
+    if r.k < 0:
+        raise ConfigError(f"rerank.k={r.k}: expected a non-negative integer (RRF's constant).")
 
 
 def check_metrics(metrics) -> list[str]:
@@ -237,4 +310,10 @@ def check(cfg) -> list[str]:
     check_encoder(cfg.encoder)
     if cfg.fusion is not None:
         check_fusion(cfg.fusion, cfg.search)
+    if cfg.prf is not None:
+        check_prf(cfg.prf)
+    if cfg.dense_prf is not None:
+        check_dense_prf(cfg.dense_prf, cfg.search)
+    if cfg.rerank is not None:
+        check_rerank(cfg.rerank)
     return check_metrics(cfg.metrics)

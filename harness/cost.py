@@ -208,7 +208,7 @@ def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0) ->
                 q_len = min(q_chars / max(1, nq) / c["chars_per_token"], cfg.encoder.max_length)
                 out["unit_run"] += (nq * seq_seconds(c, q_len + 2, gpu) + c["model_load_s"]
                                     + nq * count * 384 * c["flat_s_per_mac"])
-        elif n.kind in ("family_run", "fused_run"):
+        elif n.kind in ("family_run", "fused_run", "reranked_run"):
             out[n.kind] += 0.1 + 2e-6 * nq * 1000
         elif n.kind == "scores":
             out["scores"] += 0.15 + 1e-3 * nq

@@ -1,11 +1,13 @@
 """One experiment as a chain of stages, each an artifact: the data path of the design card.
 
-    dataset -> units -> index -> unit run -> family run -> [fused run] -> scores
+    dataset -> units -> index -> unit run -> family run -> [fused run] -> [re-ranked run] -> scores
 
 Each stage lives in its own module and owns its parameters, its artifact and its builder:
 :func:`harness.passages.node` (units), the backend's ``index`` and ``search``
 (:mod:`harness.backends`), :func:`harness.aggregate.node` (family run),
-:func:`harness.fuse.node` (fused run), :func:`harness.evaluate.node` (scores). This module only
+:func:`harness.fuse.node` (fused run), :func:`harness.rerank.node` (domain-aware re-ranking),
+:func:`harness.evaluate.node` (scores). Levers are config groups: ``prf`` and ``dense_prf`` change a
+backend's search, ``fusion.runs`` fuses any list of runs, ``rerank`` transforms the final run. This module only
 chains them and asks the store, through :meth:`Experiment.ensure`, for each artifact. Keys include
 only what determines an artifact, so experiments share prefixes: every query view, aggregation and
 fusion over one target view shares its index; all four aggregations share one passage run; RRF
@@ -22,7 +24,7 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, fuse, passages
+from . import aggregate, evaluate, fuse, passages, rerank
 from .backends import get as backend
 from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
 from .data import Dataset
@@ -31,14 +33,57 @@ from .store import Artifact, DamagedArtifact, Store
 
 log = logging.getLogger(__name__)
 
-RUN_KINDS = ("family_run", "fused_run")
+RUN_KINDS = ("family_run", "fused_run", "reranked_run")
+
+def _groups() -> dict:
+    """Optional config groups a fused run may name by file, and their schema."""
+    from .config import DensePRFConf, FusionConf, PRFConf, RerankConf
+
+    return {"prf": PRFConf, "dense_prf": DensePRFConf, "rerank": RerankConf, "fusion": FusionConf}
+
+
+def run_config(cfg: DictConfig, overrides) -> DictConfig:
+    """The config of one input run of an N-way fusion: this experiment's, without fusion and
+    re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
+    A group named by a string loads ``conf/<group>/<name>.yaml``; ``weight`` is fusion's."""
+    from pathlib import Path
+
+    sub = cfg.copy()
+    sub.fusion = None
+    sub.rerank = None
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    GROUPS = _groups()
+    for key, value in dict(overrides).items():
+        key = str(key)
+        if key == "weight":
+            continue
+        group = key.split(".", 1)[0]
+        try:
+            if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
+                path = conf / key / f"{value}.yaml"
+                if not path.exists():
+                    raise ConfigError(f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
+                                      f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}.")
+                value = OmegaConf.merge(OmegaConf.structured(GROUPS[key]), OmegaConf.load(path))
+            elif key in GROUPS and value in ("none", "null"):
+                value = None
+            elif group in GROUPS and "." in key and OmegaConf.select(sub, group) is None:
+                sub[group] = OmegaConf.structured(GROUPS[group])  # the schema's defaults, then the dotted value
+            OmegaConf.update(sub, key, value, merge=False)
+        except ConfigError:
+            raise
+        except Exception as e:  # omegaconf's validation errors: say which run and key
+            raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}") from e
+    check(sub)
+    return sub
 
 
 class Experiment:
     def __init__(self, cfg: DictConfig, dataset: Dataset, store: Store | None = None, plan: bool = False):
         self.metrics = check(cfg)
-        for name in cfg.fusion.backends if cfg.fusion is not None else [cfg.backend]:
-            backend(str(name))
+        self.inputs = self._inputs(cfg)
+        for sub in self.inputs:
+            backend(str(sub.backend))
         self.cfg, self.ds, self.plan = cfg, dataset, plan
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
@@ -51,6 +96,28 @@ class Experiment:
             self.store.ensure(art, build, describe)
         self.nodes.append(art)
         return art
+
+    @staticmethod
+    def _inputs(cfg) -> list[DictConfig]:
+        """The configs of the runs this experiment fuses (itself when it fuses nothing)."""
+        f = cfg.fusion
+        if f is None:
+            return [cfg]
+        if f.runs:
+            return [run_config(cfg, r) for r in f.runs]
+        return [run_config(cfg, {"backend": str(b)}) for b in f.backends]
+
+    def part(self, cfg: DictConfig) -> "Experiment":
+        """The same experiment (store, dataset, nodes) under one input run's config."""
+        if cfg is self.cfg:
+            return self
+        child = Experiment.__new__(Experiment)
+        child.cfg, child.ds, child.plan, child.store, child.nodes = cfg, self.ds, self.plan, self.store, self.nodes
+        child.metrics, child.inputs = self.metrics, [cfg]
+        child.__dict__["dataset_node"] = self.dataset_node
+        if "encoder" in self.__dict__ and cfg.encoder == self.cfg.encoder:
+            child.__dict__["encoder"] = self.__dict__["encoder"]
+        return child
 
     @cached_property
     def dataset_node(self) -> Artifact:
@@ -93,10 +160,18 @@ class Experiment:
         return aggregate.node(self, self.unit_run(name))
 
     def final_run(self) -> Artifact:
-        f = self.cfg.fusion
-        if f is not None:
-            return fuse.node(self, [self.family_run(str(b)) for b in f.backends])
-        return self.family_run(str(self.cfg.backend))
+        """The family run, or the fusion of the input runs, then the domain-aware re-ranking if any."""
+        if self.cfg.fusion is not None:
+            parts = []
+            for sub in self.inputs:
+                child = self.part(sub)
+                parts.append(child.family_run(str(sub.backend)))
+                if "encoder" in child.__dict__ and sub.encoder == self.cfg.encoder:
+                    self.__dict__.setdefault("encoder", child.__dict__["encoder"])
+            run = fuse.node(self, parts)
+        else:
+            run = self.family_run(str(self.cfg.backend))
+        return rerank.node(self, run) if self.cfg.rerank is not None else run
 
     def scores(self) -> Artifact:
         return evaluate.node(self, self.final_run())
@@ -155,18 +230,31 @@ def _single(run: Artifact) -> str:
     return f"{r['query_view']}-{u['view']}.{gran}{agg}", r["backend"]
 
 
+def _prf_name(unit_run: dict) -> str:
+    p = unit_run.get("prf")
+    return f"+{p['method']}" if p else ""
+
+
 def tag(run: Artifact) -> str:
-    """A readable TREC run tag (backend, views, granularity, aggregation, fusion) and the run's key."""
+    """A readable TREC run tag (backend, PRF, views, granularity, aggregation, fusion, re-ranking)
+    and the run's key."""
+    if run.kind == "reranked_run":
+        inner = tag(run.parents[0]).rsplit(".", 1)[0]
+        return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
     if run.kind == "fused_run":
         rest, _ = _single(run.parents[0])
-        backends = "+".join(_single(p)[1] for p in run.parents)
-        return f"{run.params['method']}{run.params['k']}-{backends}.{rest}.{run.key[:8]}"
+        names = "+".join(_single(p)[1] + _prf_name(lineage(p)["unit_run"]) for p in run.parents)
+        w = "w" if "weights" in run.params else ""
+        return f"{run.params['method']}{run.params['k']}{w}-{names}.{rest}.{run.key[:8]}"
     rest, name = _single(run)
-    return f"{name}.{rest}.{run.key[:8]}"
+    return f"{name}{_prf_name(lineage(run)['unit_run'])}.{rest}.{run.key[:8]}"
 
 
 def columns(run: Artifact) -> dict:
     """The results table's config columns, read off the run's artifacts."""
+    reranked = run.params if run.kind == "reranked_run" else None
+    if reranked:
+        run = run.parents[0]
     fused = run.kind == "fused_run"
     first = run.parents[0] if fused else run
     p = lineage(first)
@@ -179,7 +267,11 @@ def columns(run: Artifact) -> dict:
             "passage_length": u["length"] if passage else None, "passage_stride": u["stride"] if passage else None,
             "aggregation": f["aggregation"] if passage else None, "backend": "+".join(x["backend"] for x in runs),
             "fusion": run.params["method"] if fused else None, "fusion_k": run.params["k"] if fused else None,
-            "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None}
+            "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None,
+            "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
+            "prf": "+".join(f"{x['backend']}:{x['prf']['method']}" for x in runs if x.get("prf")) or None,
+            "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"]) if fused and "weights" in run.params else None,
+            "rerank": reranked["method"] if reranked else None, "rerank_weight": reranked["weight"] if reranked else None}
 
 
 def is_damaged(error: Exception) -> bool:

@@ -1,15 +1,23 @@
-"""Reciprocal Rank Fusion of family runs, through pyserini's fusion (Cormack et al., SIGIR 2009).
+"""Fusion of family runs through pyserini's trectools: RRF, interpolation, average.
 
-score(d) = sum over runs of 1 / (k + rank_r(d)), over the top ``depth`` of each run. Ranks are the
-runs' own (trec_eval order, see :mod:`harness.runs`). pyserini truncates after its own tie-break
-(doc id ascending); we ask it for the full union and cut to ``out_k`` in trec_eval's order, so the
-written ranks are the ones trec_eval evaluates.
+* ``rrf``: score(d) = sum_i w_i / (k + rank_i(d)) (Cormack et al., SIGIR 2009; weights all 1 is
+  pyserini's ``reciprocal_rank_fusion``);
+* ``interpolation``: sum_i w_i * minmax_i(d), each run's scores min-max normalised per query
+  (BM25 and cosine scores live on different scales, so raw scores are never mixed);
+* ``average``: mean of the normalised scores (pyserini's ``normalize`` fusion, divided by n).
+
+Only the top ``depth`` of each run count; a document missing from a run adds nothing for it.
+Ranks are the runs' own (trec_eval order, see :mod:`harness.runs`). pyserini truncates after its
+own tie-break (doc id ascending); we ask it for the full union and cut to ``out_k`` in trec_eval's
+order, so the written ranks are the ones trec_eval evaluates.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from .runs import top_k, with_ranks
+
+METHODS = ("rrf", "interpolation", "average")
 
 
 def to_trecrun(run: pd.DataFrame):
@@ -21,27 +29,60 @@ def to_trecrun(run: pd.DataFrame):
     return TrecRun.from_dataframes([df])
 
 
-def rrf(runs: list[pd.DataFrame], k: int = 60, depth: int | None = 100, out_k: int | None = 100) -> pd.DataFrame:
-    """Fuse run tables by RRF; returns a run table with the top ``out_k`` per query."""
+def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: list[float] | None = None,
+         depth: int | None = 100, out_k: int | None = 100) -> pd.DataFrame:
+    """Fuse run tables; returns a run table with the top ``out_k`` per query."""
     from . import jvm  # noqa: F401  (pyserini.fusion imports pyserini.search)
-    from pyserini.fusion import reciprocal_rank_fusion
+    from pyserini.trectools import AggregationMethod, RescoreMethod, TrecRun
 
     if len(runs) < 2:
-        raise ValueError("RRF needs at least two runs (fusion.backends).")
+        raise ValueError("fusion needs at least two runs (fusion.backends or fusion.runs).")
+    if method not in METHODS:
+        raise ValueError(f"fusion.method={method!r}: expected one of {METHODS}")
     if k < 0:
         raise ValueError(f"fusion.k={k}: expected a non-negative integer (the paper's grid: 10, 30, 60, 100).")
-    fused = reciprocal_rank_fusion([to_trecrun(r) for r in runs], rrf_k=int(k), depth=depth, k=None).run_data
+    weights = [1.0] * len(runs) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(runs):
+        raise ValueError(f"fusion.weights: {len(weights)} weights for {len(runs)} runs.")
+    if method == "average":
+        weights = [1.0 / len(runs)] * len(runs)
+    parts = []
+    for run, w in zip(runs, weights):
+        t = to_trecrun(run)
+        t = t.rescore(RescoreMethod.RRF, rrf_k=int(k)) if method == "rrf" else t.rescore(RescoreMethod.NORMALIZE)
+        parts.append(t if w == 1.0 else t.rescore(RescoreMethod.SCALE, scale=w))
+    fused = TrecRun.merge(parts, AggregationMethod.SUM, depth=depth, k=None).run_data
     out = pd.DataFrame({"query_id": fused["topic"].astype(str), "doc_id": fused["docid"].astype(str),
                         "score": fused["score"].astype(float)})
     return top_k(out, out_k) if out_k else out
 
 
+def rrf(runs: list[pd.DataFrame], k: int = 60, depth: int | None = 100, out_k: int | None = 100,
+        weights: list[float] | None = None) -> pd.DataFrame:
+    """Reciprocal Rank Fusion (optionally weighted) of run tables."""
+    return fuse(runs, "rrf", k, weights, depth, out_k)
+
+
+def params_of(f, n: int, out_k: int) -> dict:
+    """The fused run's key: method, constant, depth, and weights only where they are not all 1
+    (so unweighted fusions keep the keys they always had)."""
+    params = {"method": str(f.method), "k": int(f.k), "depth": int(f.depth), "out_k": int(out_k)}
+    if f.weights is not None:
+        weights = [float(w) for w in f.weights]
+    else:  # or each run's own `weight`
+        weights = [float(r.get("weight", 1.0)) for r in f.runs] if f.runs else [1.0] * n
+    if str(f.method) == "average":
+        weights = [1.0] * n
+    if any(w != 1.0 for w in weights):
+        params["weights"] = weights
+    return params
+
+
 def node(exp, parts):
-    """The fused run stage: RRF of family runs (each an artifact other experiments share)."""
+    """The fused run stage: fusion of family runs (each an artifact other experiments share)."""
     from .store import Artifact
 
-    f = exp.cfg.fusion
-    params = {"method": str(f.method), "k": int(f.k), "depth": int(f.depth), "out_k": int(exp.cfg.search.k)}
+    params = params_of(exp.cfg.fusion, len(parts), exp.cfg.search.k)
     art = Artifact("fused_run", params, tuple(parts))
 
     def build(tmp):
@@ -49,7 +90,8 @@ def node(exp, parts):
 
         runs = [read_trec(exp.store.path(p) / "run.trec") for p in parts]
         tag = exp.tag(art)
-        write_trec(rrf(runs, params["k"], params["depth"], params["out_k"]), tmp / "run.trec", tag)
+        write_trec(fuse(runs, params["method"], params["k"], params.get("weights"), params["depth"], params["out_k"]),
+                   tmp / "run.trec", tag)
         return {"tag": tag}
 
-    return exp.ensure(art, build, "RRF fused run")
+    return exp.ensure(art, build, f"{params['method']} fused run")

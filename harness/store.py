@@ -68,7 +68,7 @@ class DamagedArtifact(RuntimeError):
 
 # Which top-level folder each kind of artifact lives in.
 ROOTS = {**dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
-         **dict.fromkeys(("unit_run", "family_run", "fused_run", "scores"), "runs")}
+         **dict.fromkeys(("unit_run", "family_run", "fused_run", "reranked_run", "scores"), "runs")}
 
 
 def stable_hash(obj: Any, n: int = 12) -> str:

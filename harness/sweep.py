@@ -145,7 +145,7 @@ def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
 def listing(name: str, jobs, nodes, store) -> str:
     labels = {"units": "unit sets (views x granularity)", "lucene": "BM25 indexes", "embeddings": "encodings",
               "faiss": "Faiss indexes", "unit_run": "searches", "family_run": "family runs (aggregations)",
-              "fused_run": "fused runs (RRF)", "scores": "experiments (distinct scores)"}
+              "fused_run": "fused runs", "reranked_run": "re-ranked runs (IPC3)", "scores": "experiments (distinct scores)"}
     total, cached = Counter(), Counter()
     for n in nodes:
         total[n.kind] += 1

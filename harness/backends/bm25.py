@@ -23,14 +23,15 @@ from .. import jvm  # noqa: F401  (Java 21 and the JVM before pyserini)
 log = logging.getLogger(__name__)
 
 
-def build_index(units_dir: Path, out: Path, threads: int = 2) -> dict:
-    """Index ``units_dir/docs/*.jsonl`` into ``out`` with Anserini's IndexCollection."""
+def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool = False) -> dict:
+    """Index ``units_dir/docs/*.jsonl`` into ``out`` with Anserini's IndexCollection. ``docvectors``
+    stores each unit's term vector (``-storeDocvectors``), which RM3 and Rocchio read."""
     from jnius import autoclass
 
     index_collection = autoclass("io.anserini.index.IndexCollection")
     args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
             "-input", str(Path(units_dir) / "docs"), "-index", str(out), "-threads", str(int(threads)),
-            "-storeRaw", "-quiet"]
+            "-storeRaw", "-quiet"] + (["-storeDocvectors"] if docvectors else [])
     t0 = time.perf_counter()
     index_collection.main(args)
     seconds = time.perf_counter() - t0
@@ -85,7 +86,7 @@ def _raise_for_failing_query(index_dir, topics: dict, ids: list, k1: float, b: f
 
 
 def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: int, threads: int = 2,
-           max_clauses: int = 65536):
+           max_clauses: int = 65536, prf: dict | None = None):
     """BM25 search of every topic. Returns (run table, seconds spent searching, queries with no text).
 
     Runs Anserini's own ``SearchCollection`` in this JVM, writing a TREC run file that is read
@@ -93,7 +94,8 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     1.4-1.8x slower than Anserini at depth 1000 (``bench/bm25_search.py``). Same analyzer, query
     generator (bag of words), similarity and tie-breaking (score, then doc id), so the rankings are
     Anserini's. Topics are written in Anserini's TSV format, white space folded, which analyses to
-    the same terms."""
+    the same terms. ``prf`` (:func:`prf_params`) adds Anserini's RM3 or Rocchio reranker, the same
+    classes pyserini's ``set_rm3`` / ``set_rocchio`` use (``tests/test_levers.py`` checks parity)."""
     import tempfile
 
     from jnius import autoclass
@@ -112,7 +114,7 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     with tempfile.TemporaryDirectory(prefix="bm25-search-") as tmp:
         topics_file, run_file = Path(tmp) / "topics.tsv", Path(tmp) / "run.trec"
         write_trec_topics({q: topics[q] for q in qids}, topics_file)
-        args = collection_args(index_dir, topics_file, run_file, k1, b, depth, threads)
+        args = collection_args(index_dir, topics_file, run_file, k1, b, depth, threads) + prf_args(prf)
         t0 = time.perf_counter()
         try:
             autoclass("io.anserini.search.SearchCollection").main(args)
@@ -135,6 +137,30 @@ def collection_args(index_dir, topics_file, run_file, k1, b, depth, threads) -> 
             "-threads", "1", "-parallelism", str(int(threads)), "-runtag", "bm25"]
 
 
+def prf_params(p) -> dict | None:
+    """The PRF settings that change a run (the ``prf`` config group), or None without PRF."""
+    if p is None:
+        return None
+    out = {"method": str(p.method), "fb_terms": int(p.fb_terms), "fb_docs": int(p.fb_docs)}
+    if out["method"] == "rm3":
+        out["original_query_weight"] = float(p.original_query_weight)
+    else:
+        out.update(alpha=float(p.alpha), beta=float(p.beta))
+    return out
+
+
+def prf_args(prf: dict | None) -> list[str]:
+    """SearchCollection's reranker options for :func:`prf_params`. Rocchio uses only the top
+    documents (no negative feedback), as pyserini's ``set_rocchio`` does by default."""
+    if not prf:
+        return []
+    if prf["method"] == "rm3":
+        return ["-rm3", "-rm3.fbTerms", str(prf["fb_terms"]), "-rm3.fbDocs", str(prf["fb_docs"]),
+                "-rm3.originalQueryWeight", repr(prf["original_query_weight"])]
+    return ["-rocchio", "-rocchio.topFbTerms", str(prf["fb_terms"]), "-rocchio.topFbDocs", str(prf["fb_docs"]),
+            "-rocchio.alpha", repr(prf["alpha"]), "-rocchio.beta", repr(prf["beta"])]
+
+
 class BM25:
     """Lucene BM25: an Anserini index of the units, searched with ``bm25.k1`` / ``bm25.b``."""
 
@@ -144,16 +170,24 @@ class BM25:
     def index(self, exp, units):
         from ..store import Artifact
 
-        art = Artifact("lucene", {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}, (units,))
-        return exp.ensure(art, lambda tmp: build_index(exp.store.path(units), tmp / "index", exp.cfg.index.threads),
-                          "BM25 index")
+        params = {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}
+        docvectors = exp.cfg.prf is not None  # only PRF experiments pay for document vectors
+        if docvectors:
+            params["docvectors"] = True
+        art = Artifact("lucene", params, (units,))
+        return exp.ensure(art, lambda tmp: build_index(exp.store.path(units), tmp / "index", exp.cfg.index.threads,
+                                                       docvectors), "BM25 index")
 
     def run_params(self, exp) -> dict:
-        return {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}
+        out = {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}
+        prf = prf_params(exp.cfg.prf)
+        if prf:
+            out["prf"] = prf
+        return out
 
     def search(self, exp, index, topics, params):
         return search(exp.store.path(index) / "index", topics, params["k1"], params["b"], params["depth"],
-                      exp.cfg.search.threads, exp.cfg.bm25.max_clauses)
+                      exp.cfg.search.threads, exp.cfg.bm25.max_clauses, params.get("prf"))
 
 
 BACKEND = BM25()

@@ -186,8 +186,12 @@ def build_faiss(emb_dir: Path, out: Path, quantization: str = "none") -> dict:
     return {"index_seconds": round(time.perf_counter() - t0, 3), "vectors": int(index.ntotal), "quantization": quantization}
 
 
-def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: str, depth: int, threads: int = 2):
-    """Encode the queries and search the Faiss index. Returns (run, seconds, queries with no text)."""
+def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: str, depth: int, threads: int = 2,
+           prf: dict | None = None):
+    """Encode the queries and search the Faiss index. Returns (run, seconds, queries with no text).
+    ``prf`` (:func:`prf_params`): a first search of the top ``k`` with their vectors, pyserini's
+    dense PRF (``DenseVectorAveragePrf`` / ``DenseVectorRocchioPrf``) moves each query vector, and
+    the new vectors are searched to ``depth``."""
     import pandas as pd
     from pyserini.search.faiss import FaissSearcher
 
@@ -203,10 +207,35 @@ def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: st
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
     t0 = time.perf_counter()
     q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries")
+    if prf and qids:
+        q_emb = prf_queries(searcher, q_emb, qids, prf, threads)
     hits = searcher.batch_search(q_emb, qids, k=min(int(depth), searcher.num_docs), threads=int(threads)) if qids else {}
     seconds = time.perf_counter() - t0
     run = from_hits(hits) if hits else pd.DataFrame(columns=["query_id", "doc_id", "score"])
     return run, seconds, empty
+
+
+def prf_params(p) -> dict | None:
+    """The dense PRF settings that change a run (config group ``dense_prf``), or None."""
+    if p is None:
+        return None
+    out = {"method": str(p.method), "k": int(p.k)}
+    if out["method"] == "rocchio":
+        out.update(alpha=float(p.alpha), beta=float(p.beta))
+    return out
+
+
+def prf_queries(searcher, q_emb: np.ndarray, qids: list[str], prf: dict, threads: int) -> np.ndarray:
+    """New query vectors from the top ``prf['k']`` document vectors of a first search."""
+    from pyserini.search.faiss import DenseVectorAveragePrf, DenseVectorRocchioPrf
+
+    k = min(int(prf["k"]), searcher.num_docs)
+    q_emb, first = searcher.batch_search(q_emb, qids, k=k, threads=int(threads), return_vector=True)
+    if prf["method"] == "average":
+        method = DenseVectorAveragePrf()
+    else:
+        method = DenseVectorRocchioPrf(alpha=prf["alpha"], beta=prf["beta"], gamma=0.0, topk=k, bottomk=0)
+    return method.get_batch_prf_q_emb(qids, np.asarray(q_emb, dtype=np.float32), first)
 
 
 class Dense:
@@ -227,11 +256,15 @@ class Dense:
         return exp.ensure(art, lambda tmp: build_faiss(exp.store.path(emb), tmp, q), "Faiss index")
 
     def run_params(self, exp) -> dict:
-        return {"query_prefix": exp.cfg.encoder.query_prefix or ""}
+        out = {"query_prefix": exp.cfg.encoder.query_prefix or ""}
+        prf = prf_params(exp.cfg.dense_prf)
+        if prf:
+            out["prf"] = prf
+        return out
 
     def search(self, exp, index, topics, params):
         return search(exp.store.path(index), topics, exp.encoder, params["query_prefix"], params["depth"],
-                      exp.cfg.search.threads)
+                      exp.cfg.search.threads, params.get("prf"))
 
 
 def encoder_params(e) -> dict:
