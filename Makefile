@@ -34,7 +34,9 @@ sweep-list: $(STAMP)
 run: $(STAMP)
 	$(PY) -m harness.run $(ARGS)
 
+# bm25s (an extra of pyproject.toml) is the second anchor of bench/dapfam_scale.py.
 bench: $(STAMP)
+	$(PIP) install -q -e '.[dev,bench]'
 	$(PY) bench/run_all.py
 
 clean-artifacts:

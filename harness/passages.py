@@ -110,8 +110,10 @@ def fitted_length(length: int, max_length: int, hf_tokenizer, prefix: str = "") 
     return min(length, room)
 
 
-def node(exp, backend):
-    """The units artifact of an experiment for ``backend``: the whole target view or its windows."""
+def node(exp, backend, build: bool = True):
+    """The units artifact of an experiment for ``backend``: the whole target view or its windows.
+    ``build=False`` records it and leaves building to the backend (:meth:`Experiment.build_later`):
+    BM25 writes the units while Anserini indexes them (:func:`harness.backends.bm25.index_streaming`)."""
     from .store import Artifact
 
     cfg = exp.cfg
@@ -126,7 +128,7 @@ def node(exp, backend):
                        "doc_prefix": e.doc_prefix or ""}
     art = Artifact("units", params, (exp.dataset_node,))
 
-    def build(tmp: Path):
+    def make(tmp: Path, sink=None):
         from .data import views as V
 
         splitter, extra = None, {}
@@ -142,20 +144,29 @@ def node(exp, backend):
             splitter = make_splitter(params["tokenizer"], length, stride, hf)
             extra = {"window_tokens": length, "window_stride": stride}
         docs = V.target_texts(exp.ds.corpus, params["view"])
-        return write_units(units(docs, splitter), tmp, total=exp.ds.n_docs) | extra
+        return write_units(units(docs, splitter), tmp, total=exp.ds.n_docs, sink=sink) | extra
 
-    return exp.ensure(art, build, f"{params['granularity']} units ({params['view']})")
+    describe = f"{params['granularity']} units ({params['view']})"
+    if not build:
+        return exp.build_later(art, make, describe)
+    return exp.ensure(art, make, describe)
 
 
-def write_units(records: Iterable[dict], folder: Path, total: int | None = None) -> dict:
-    """Write units as JSON lines under ``folder/docs/`` and count them."""
+def write_units(records: Iterable[dict], folder: Path, total: int | None = None, sink=None) -> dict:
+    """Write units as JSON lines under ``folder/docs/`` and count them. ``sink()`` (optional)
+    opens a second text stream that gets the same lines (a named pipe an indexer reads)."""
+    from contextlib import nullcontext
+
     out = folder / "docs"
     out.mkdir(parents=True, exist_ok=True)
     n_units = 0
     families = set()
-    with open(out / "units.jsonl", "w") as f:
+    with open(out / "units.jsonl", "w") as f, (sink() if sink else nullcontext()) as g:
         for rec in tqdm(records, desc="units", unit=" unit", mininterval=2, disable=None):
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+            line = json.dumps(rec, ensure_ascii=False) + "\n"
+            f.write(line)
+            if g is not None:
+                g.write(line)
             n_units += 1
             families.add(family_of(rec["id"]))
     if n_units == 0:

@@ -1,12 +1,15 @@
 """Results of a sweep: one table (CSV and Markdown) and PNG plots.
 
-Columns: the config (views, granularity, passage length, aggregation, backend, fusion and K),
+Columns: the config (views, granularity, passage length, aggregation, backend, fusion and K, PRF,
+fusion weights, re-ranking),
 every measure of ``metrics`` for ALL / IN / OUT, the OUT/ALL retention of the primary measure
 (``metrics[0]``, default nDCG@100: how much of a system's quality survives when the prior art is
-in another domain), and query time. Rows are sorted by the primary measure; plots use it too:
+in another domain), ``pareto`` (no other system is better on both IN and OUT), and query time.
+Rows are sorted by the primary measure; plots use it too:
 
-* ``in_vs_out.png``: IN against OUT, one point per system, by backend; the dashed line is
-  OUT = IN. Points far below it lose most of their quality across domains;
+* ``in_vs_out.png``: IN against OUT, one point per system, by kind of system; the solid line is
+  the Pareto front (what OUT costs in IN), the dashed line OUT = IN. Points far below it lose
+  most of their quality across domains;
 * ``passage_length.png``: ALL over passage length, one line per aggregation, one panel per
   backend (document level drawn as a horizontal reference).
 """
@@ -21,7 +24,8 @@ from .results import read_rows, table
 from .store import Store, write_text_atomic
 
 CONFIG_COLS = ["experiment", "dataset", "query_fields", "target_fields", "granularity", "passage_length",
-               "passage_stride", "aggregation", "backend", "fusion", "fusion_k", "bm25_k1", "bm25_b", "encoder"]
+               "passage_stride", "aggregation", "backend", "fusion", "fusion_k", "query_views", "prf", "fusion_weights", "rerank",
+               "rerank_weight", "bm25_k1", "bm25_b", "encoder"]
 
 
 def metrics_of(rows: list[dict]) -> list[str]:
@@ -45,7 +49,8 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
     retention = f"OUT/ALL {primary}"
     df[retention] = df[f"{primary}/OUT"] / df[f"{primary}/ALL"].where(df[f"{primary}/ALL"] > 0)
     df["ms/query"] = 1000 * df["seconds_per_query"]
-    cols = [c for c in CONFIG_COLS + metric_cols(metrics) + [retention, "ms/query", "index_seconds",
+    df["pareto"] = pareto(df[f"{primary}/IN"].to_numpy(float), df[f"{primary}/OUT"].to_numpy(float))
+    cols = [c for c in CONFIG_COLS + metric_cols(metrics) + [retention, "pareto", "ms/query", "index_seconds",
                                                              "encode_seconds", "tag", "run_file", "scores_key"] if c in df]
     return df[cols].sort_values(f"{primary}/ALL", ascending=False, kind="mergesort").reset_index(drop=True)
 
@@ -68,10 +73,25 @@ def to_markdown(df: pd.DataFrame) -> str:
     return head + "".join("| " + " | ".join(fmt(v) for v in row) + " |\n" for row in df[show].itertuples(index=False))
 
 
+def pareto(x, y) -> list[bool]:
+    """Points no other point beats on both axes (>= on both, > on one): the IN/OUT trade-off front."""
+    import numpy as np
+
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    out = []
+    for i in range(len(x)):
+        dominated = (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
+        out.append(not dominated.any())
+    return out
+
+
 def _system(r) -> str:
-    if isinstance(r.fusion, str) and r.fusion:
-        return "RRF"
-    return r.backend
+    name = "fusion" if isinstance(r.fusion, str) and r.fusion else r.backend
+    if isinstance(getattr(r, "prf", None), str) and r.prf:
+        name += " + PRF"
+    if isinstance(getattr(r, "rerank", None), str) and r.rerank:
+        name += " + IPC3 re-rank"
+    return name
 
 
 def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> None:
@@ -82,16 +102,21 @@ def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> No
 
     fig, ax = plt.subplots(figsize=(6, 5))
     systems = df.apply(_system, axis=1)
-    for name, marker in (("bm25", "o"), ("dense", "s"), ("RRF", "^")):
+    markers = "os^DvP*Xh<>p"
+    for i, name in enumerate(sorted(systems.unique())):
         sel = df[systems == name]
-        if len(sel):
-            ax.scatter(sel[f"{metric}/IN"], sel[f"{metric}/OUT"], label=name, marker=marker, alpha=0.75)
+        ax.scatter(sel[f"{metric}/IN"], sel[f"{metric}/OUT"], label=name, marker=markers[i % len(markers)], alpha=0.75)
+    x, y = df[f"{metric}/IN"].to_numpy(float), df[f"{metric}/OUT"].to_numpy(float)
+    front = sorted((a, b) for a, b, p in zip(x, y, pareto(x, y)) if p)
+    if front:
+        ax.plot([a for a, _ in front], [b for _, b in front], "-", color="black", lw=1, zorder=0,
+                label="Pareto front (IN vs OUT)")
     hi = float(max(df[f"{metric}/IN"].max(), df[f"{metric}/OUT"].max(), 0.01)) * 1.05
     ax.plot([0, hi], [0, hi], "--", color="grey", lw=1, label="OUT = IN")
     ax.set_xlabel(f"{metric}, IN-domain prior art")
     ax.set_ylabel(f"{metric}, OUT-of-domain prior art")
     ax.set_title("IN vs OUT, one point per system")
-    ax.legend()
+    ax.legend(fontsize=7)
     fig.tight_layout()
     _save(fig, path)
 

@@ -60,22 +60,122 @@ class ResultsError(ValueError):
     """The results table cannot be read; the message names the file, the line and the fix."""
 
 
-def find(results: str | Path, name: str) -> dict:
-    """The one row named ``name``: an experiment name, a run tag folder or a scores key."""
+RUNTIME_KEYS = ("search.threads", "index.threads", "encoder.batch_size", "encoder.device", "root", "verify", "store",
+                "results", "cost", "name", "dataset.cache_dir", "dataset.published")
+
+
+def value(row: dict, key: str):
+    """A row's value for ``key``: a results column (``dataset``, ``fusion_k``) or a dotted config
+    key (``bm25.k1``, ``fusion.k``, ``dataset.path``). Missing: None."""
+    if key in row and key != "config":
+        return row[key]
+    node = row.get("config") or {}
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _matches(actual, wanted: str) -> bool:
+    if actual is None:
+        return wanted.lower() in ("null", "none", "")
+    if isinstance(actual, bool):
+        return wanted.lower() == str(actual).lower()
+    if isinstance(actual, (int, float)):
+        try:
+            return float(wanted) == float(actual)
+        except ValueError:
+            return False
+    return str(actual) == wanted
+
+
+def parse_where(where) -> list[tuple[str, str]]:
+    out = []
+    for w in where or ():
+        if "=" not in w:
+            raise SystemExit(f"--where {w!r}: expected KEY=VALUE, e.g. --where bm25.k1=0.9 or --where fusion.k=60.")
+        k, v = w.split("=", 1)
+        out.append((k.strip(), v.strip()))
+    return out
+
+
+def filter_rows(rows: list[dict], dataset: str | None = None, where=(), keys=None) -> list[dict]:
+    """Rows of one dataset (name or ``dataset.path``), whose values match every ``KEY=VALUE`` of
+    ``where``, and (``keys``) whose scores key is among a sweep's."""
+    conds = parse_where(where)
+    out = []
+    for r in rows:
+        if dataset is not None and dataset not in (r.get("dataset"), value(r, "dataset.path"), value(r, "dataset.type")):
+            continue
+        if keys is not None and r.get("scores_key") not in keys:
+            continue
+        if all(_matches(value(r, k), v) for k, v in conds):
+            out.append(r)
+    return out
+
+
+def identity(row: dict) -> str:
+    """What makes two rows the same configuration: the config without runtime settings."""
+    cfg = json.loads(json.dumps(row.get("config") or {}, default=str))
+    for key in RUNTIME_KEYS:
+        node, *rest = key.split(".")
+        if not rest:
+            cfg.pop(node, None)
+        elif isinstance(cfg.get(node), dict):
+            cfg[node].pop(rest[0], None)
+    return json.dumps([row.get("experiment"), cfg], sort_keys=True)
+
+
+def newest(rows: list[dict]) -> list[dict]:
+    """One row per distinct configuration, the newest (the table appends: later lines are newer)."""
+    last = {}
+    for r in rows:
+        last.pop(identity(r), None)
+        last[identity(r)] = r
+    return list(last.values())
+
+
+def differing_keys(rows: list[dict]) -> list[str]:
+    """Dotted config keys whose values differ among rows (to tell the user what to filter on)."""
+    def flat(d, prefix=""):
+        for k, v in (d or {}).items():
+            if isinstance(v, dict):
+                yield from flat(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}", json.dumps(v, sort_keys=True, default=str)
+    tables = [dict(flat(r.get("config"))) for r in rows]
+    keys = sorted(set().union(*tables))
+    return [k for k in keys if len({t.get(k) for t in tables}) > 1 and k not in RUNTIME_KEYS
+            and not any(k.startswith(x + ".") for x in RUNTIME_KEYS)]
+
+
+def find(results: str | Path, name: str, dataset: str | None = None, where=(), keys=None) -> dict:
+    """The one row named ``name`` (an experiment name, a run tag folder or a scores key) among the
+    rows ``dataset``, ``where`` and ``keys`` keep (:func:`filter_rows`). Rows of one configuration
+    run again count once: the newest. Several configurations left: an error saying which keys
+    tell them apart, e.g. ``--where bm25.k1=0.9``."""
     try:
         rows = read_rows(results)
     except ResultsError as e:
         raise SystemExit(str(e)) from None
     if not rows:
         raise SystemExit(f"{results}: no results yet. Fix: run experiments first (python -m harness.run ...).")
-    hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"), Path(r["run_file"]).parent.name)]
+    hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"), r.get("tag"), Path(r["run_file"]).parent.name)]
     if not hits:
         raise SystemExit(f"{results}: no experiment named {name!r}. Fix: use an experiment name or scores key from "
                          f"the table, e.g. {sorted({str(r.get('experiment')) for r in rows})[:5]}.")
-    if len(hits) > 1:
-        raise SystemExit(f"{results}: {len(hits)} experiments are named {name!r}; use a scores key instead: "
-                         f"{[h['scores_key'] for h in hits]}.")
-    return hits[0]
+    kept = newest(filter_rows(hits, dataset, where, keys))
+    if not kept:
+        raise SystemExit(f"{results}: {len(hits)} rows are named {name!r}, none with dataset={dataset} and "
+                         f"{list(where or [])}. Fix: loosen --dataset / --where.")
+    if len(kept) > 1:
+        diff = differing_keys(kept)
+        raise SystemExit(f"{results}: {len(kept)} configurations are named {name!r}; they differ in {diff[:8]}. Fix: "
+                         f"add --dataset NAME or --where KEY=VALUE (e.g. --where {diff[0] if diff else 'bm25.k1'}="
+                         f"{value(kept[-1], diff[0]) if diff else '0.9'}), or name a scores key: "
+                         f"{[h['scores_key'] for h in kept][:6]}.")
+    return kept[0]
 
 
 def scores_dir(results: str | Path, row: dict) -> Path:

@@ -235,3 +235,49 @@ def test_any_ir_measures_metrics_through_run_sweep_report_and_compare(cfg_factor
                          "--out", str(tmp_path / "cmp")]) == 0
     assert {"AP@100", "nDCG@10", "R@1000"} <= set(pd.read_csv(tmp_path / "cmp" / "compare.csv")["measure"])
     assert (tmp_path / "cmp" / "per_query_differences.png").exists()
+
+
+def test_units_are_indexed_while_they_are_written(cfg_factory):
+    """BM25 writes its units and Anserini indexes them through a named pipe at once: the same index
+    as from the finished units file, the units artifact committed, no pipe left in the index."""
+    import json
+
+    from harness.backends.bm25 import build_index, index_size
+
+    cfg = cfg_factory("+experiment=passage_bm25", "query_fields=TA", "target_fields=FULL", "passage.length=64")
+    row = execute(cfg)
+    root = Path(cfg.root)
+    [index] = artifact_dirs(root, "lucene")
+    [units] = artifact_dirs(root, "units")
+    meta = json.loads((index / "meta.json").read_text())
+    assert meta["indexed_while_passaging"] is True
+    assert not (index / "feed").exists() and all("feed" not in f for f in meta["files"])
+    n_units = json.loads((units / "meta.json").read_text())["units"]
+    assert meta["indexed_units"] == n_units == index_size(index / "index")
+    from_disk = build_index(units, root / "from-disk", 1)
+    assert from_disk["indexed_units"] == n_units
+    # the passage run over the streamed index equals a search of the index built from the file
+    from harness.backends.bm25 import search
+    from harness import data
+    from harness.data import views as V
+
+    ds = data.load(cfg.dataset, cfg.root)
+    topics = V.query_texts(ds.queries, "TA")
+    a, _, _ = search(index / "index", topics, cfg.bm25.k1, cfg.bm25.b, 50)
+    b, _, _ = search(root / "from-disk", topics, cfg.bm25.k1, cfg.bm25.b, 50)
+    assert a.equals(b)
+    assert row["nDCG@100/ALL"] > 0
+
+
+def test_failed_streaming_index_commits_nothing_and_does_not_hang(cfg_factory, monkeypatch):
+    import harness.backends.bm25 as bm25
+
+    def broken(units_dir, out, threads=2, docvectors=False):
+        raise RuntimeError("IndexCollection failed")
+
+    monkeypatch.setattr(bm25, "build_index", broken)
+    cfg = cfg_factory("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA")
+    with pytest.raises(RuntimeError, match="IndexCollection failed"):
+        execute(cfg)
+    root = Path(cfg.root)
+    assert not artifact_dirs(root, "lucene") and not artifact_dirs(root, "units")

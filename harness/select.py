@@ -1,0 +1,251 @@
+"""Honest selection: choose a sweep's configuration by k-fold cross-validation over queries.
+
+    python -m harness.select sweep=beyond folds=5 metric=nDCG@100 subset=ALL
+    python -m harness.select sweep=beyond subset=OUT guard=ALL --dataset local   # OUT, not losing ALL
+
+Picking the best of a grid on the very queries it is scored on reports an optimistic number: some
+of the winner's lead over the others is luck on those queries. Cross-validation measures that
+luck. Queries are split into ``folds`` folds (fixed ``seed``), stratified by whether a query has
+OUT-domain positives, so every fold holds its share of cross-domain queries. On each fold the
+configuration with the best mean on the *other* folds is chosen and scored on the held-out fold;
+the pooled held-out scores are the cross-validated estimate. Next to it: the best-of-grid figure
+(the same choice made on all queries) and the gap between them, the optimism of picking on test
+queries.
+
+``guard=ALL`` makes the choice constrained: the best ``subset`` mean among configurations whose
+``guard`` mean is at least the baseline's on the same queries (e.g. more OUT-domain prior art
+without losing overall quality). The selected configuration is compared with the baseline
+(``rrf_doc`` with ``fusion.k=60`` by default) by paired tests per subset and measure, Holm-corrected
+over that family of tests (:func:`harness.compare.paired`).
+
+Only finished score artifacts are read (each experiment's ``per_query.csv``): nothing is searched
+again. The sweep's experiments are the rows of its report (``runs/report/<sweep>/results.csv``),
+narrowed by ``--dataset`` and ``--where KEY=VALUE``; a configuration run twice counts once (newest).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+SUBSETS = ("ALL", "IN", "OUT")
+
+
+# ----------------------------------------------------------------------------- pure functions
+def stratified_folds(query_ids, strata: dict, k: int, seed: int = 0) -> pd.Series:
+    """Fold number (0..k-1) of each query: each stratum shuffled with ``seed`` and dealt round-robin,
+    so every fold holds about 1/k of each stratum."""
+    if k < 2:
+        raise ValueError(f"folds={k}: cross-validation needs at least 2 folds.")
+    ids = sorted(query_ids)
+    if len(ids) < k:
+        raise ValueError(f"folds={k} > {len(ids)} queries. Fix: fewer folds.")
+    rng = np.random.default_rng(seed)
+    out, offset = {}, 0
+    for stratum in sorted({strata.get(q, False) for q in ids}, key=str):
+        members = [q for q in ids if strata.get(q, False) == stratum]
+        for i, j in enumerate(rng.permutation(len(members))):
+            out[members[j]] = (i + offset) % k
+        offset += len(members)  # the next stratum starts where this one stopped: folds stay balanced
+    return pd.Series(out, name="fold").sort_index()
+
+
+def choose(scores: pd.DataFrame, queries, guard: pd.DataFrame | None = None, baseline: str | None = None) -> str:
+    """The column of ``scores`` (query x configuration) with the best mean over ``queries``.
+    With ``guard`` (same shape, another subset): only configurations whose guard mean is at least
+    ``baseline``'s on those queries qualify (the baseline always does). Ties: the first column."""
+    means = scores.loc[scores.index.intersection(queries)].mean()
+    if guard is not None:
+        g = guard.loc[guard.index.intersection(queries)].mean()
+        ok = g >= g[baseline] - 1e-12
+        means = means[ok[means.index].to_numpy()]
+    return str(means.idxmax())
+
+
+def cross_validate(scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | None = None,
+                   baseline: str | None = None) -> dict:
+    """k-fold selection (module docstring). ``scores``: queries x configurations of the target
+    subset (a query without positives in it is absent); ``folds``: fold of every query."""
+    held, chosen = [], []
+    for f in sorted(folds.unique()):
+        train = folds.index[folds != f]
+        test = folds.index[folds == f]
+        pick = choose(scores, train, guard, baseline)
+        chosen.append(pick)
+        held.append(scores.loc[scores.index.intersection(test), pick])
+    pooled = pd.concat(held)
+    selected = choose(scores, scores.index, guard, baseline)
+    best = float(scores[selected].mean())
+    estimate = float(pooled.mean())
+    return {"cv_estimate": estimate, "best_of_grid": best, "optimism_gap": best - estimate, "selected": selected,
+            "fold_choices": chosen, "queries": int(len(pooled))}
+
+
+def holm(pvalues) -> np.ndarray:
+    from statsmodels.stats.multitest import multipletests
+
+    return multipletests(np.asarray(pvalues, float), method="holm")[1] if len(pvalues) else np.array([])
+
+
+def paired_tests(tables: dict[str, pd.DataFrame], system: str, baseline: str) -> pd.DataFrame:
+    """Paired t and Wilcoxon tests of ``system`` against ``baseline`` per subset and measure, with
+    Holm's correction over all of them."""
+    from .compare import paired
+
+    a = tables[system].set_index(["subset", "measure", "query_id"])["value"]
+    b = tables[baseline].set_index(["subset", "measure", "query_id"])["value"]
+    rows = []
+    for (subset, measure), base in b.groupby(level=[0, 1], sort=False):
+        base = base.droplevel([0, 1])
+        other = a.loc[(subset, measure)] if (subset, measure) in a.index.droplevel(2) else pd.Series(dtype=float)
+        common = base.index.intersection(other.index)
+        rows.append({"subset": subset, "measure": measure,
+                     **paired(base.loc[common].to_numpy(float), other.loc[common].to_numpy(float))})
+    out = pd.DataFrame(rows)
+    if len(out):
+        out["p_t_holm"] = holm(out["p_t"])
+        out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"])
+    return out
+
+
+def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.DataFrame:
+    """Queries x configurations for one subset and measure (queries scored in that subset only)."""
+    cols = {}
+    for name, t in tables.items():
+        sel = t[(t["subset"] == subset) & (t["measure"] == metric)]
+        if sel.empty:
+            raise SystemExit(f"{name}: no {metric} scores for {subset}. Fix: metric= one of "
+                             f"{sorted(t['measure'].unique())}.")
+        cols[name] = sel.set_index("query_id")["value"]
+    m = pd.DataFrame(cols)
+    if m.isna().any().any():
+        raise SystemExit(f"the configurations were scored on different queries for {subset}; select needs one set.")
+    return m.sort_index()
+
+
+# ----------------------------------------------------------------------------- reading a sweep
+def sweep_rows(results: Path, sweep: str, dataset=None, where=()) -> list[dict]:
+    from .results import filter_rows, newest, read_rows
+
+    report = Path(results).resolve().parent / "report" / sweep / "results.csv"
+    if not report.exists():
+        raise SystemExit(f"{report}: no report of sweep {sweep!r}. Fix: run it first (python -m harness.sweep "
+                         f"sweep={sweep} ...).")
+    keys = set(pd.read_csv(report, usecols=["scores_key"], dtype=str)["scores_key"])
+    rows = newest(filter_rows(read_rows(results), dataset, where, keys))
+    if not rows:
+        raise SystemExit(f"sweep {sweep}: no results rows with dataset={dataset} {list(where)}. Fix: loosen the filters.")
+    return rows
+
+
+def load(results: Path, rows: list[dict], baseline_row: dict) -> dict[str, pd.DataFrame]:
+    from .compare import per_query_tables
+    from .results import scores_dir
+
+    folders = {r["tag"]: scores_dir(results, r) for r in rows}
+    folders.setdefault(baseline_row["tag"], scores_dir(results, baseline_row))
+    missing = [str(f) for f in folders.values() if not (f / "per_query.csv").exists()]
+    if missing:
+        raise SystemExit(f"no per-query scores in {missing[:3]}. Fix: rerun the sweep (it only reads cached artifacts).")
+    return per_query_tables(folders)
+
+
+def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", subset: str = "ALL",
+           guard: str | None = None, baseline: str = "rrf_doc", baseline_where=("fusion.k=60",), seed: int = 0,
+           dataset=None, where=()) -> dict:
+    from .results import find
+
+    if subset not in SUBSETS or (guard is not None and guard not in SUBSETS):
+        raise SystemExit(f"subset={subset} guard={guard}: expected one of {SUBSETS}.")
+    rows = sweep_rows(results, sweep, dataset, where)
+    keys = {r["scores_key"] for r in rows}
+    try:
+        base = find(results, baseline, dataset, list(where) + list(baseline_where), keys)
+    except SystemExit:
+        base = find(results, baseline, dataset, list(where) + list(baseline_where))
+    tables = load(results, rows, base)
+    target = matrix(tables, subset, metric)
+    guard_m = matrix(tables, guard, metric) if guard else None
+    all_q = matrix(tables, "ALL", metric).index
+    has_out = set(matrix(tables, "OUT", metric).index) if any((t["subset"] == "OUT").any() for t in tables.values()) else set()
+    fold = stratified_folds(all_q, {q: q in has_out for q in all_q}, folds, seed)
+    cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None)
+    tests = paired_tests(tables, cv["selected"], base["tag"])
+    by_tag = {r["tag"]: r for r in rows + [base]}
+    chosen = by_tag[cv["selected"]]
+    return {"sweep": sweep, "metric": metric, "subset": subset, "guard": guard, "folds": folds, "seed": seed,
+            "configurations": len(tables), **cv, "selected_experiment": chosen.get("experiment"),
+            "selected_scores_key": chosen["scores_key"],
+            "selected_means": {f"{m}/{s}": chosen.get(f"{m}/{s}") for m in chosen.get("metrics", [metric]) for s in SUBSETS},
+            "baseline": base["tag"], "baseline_scores_key": base["scores_key"],
+            "baseline_means": {f"{m}/{s}": base.get(f"{m}/{s}") for m in base.get("metrics", [metric]) for s in SUBSETS},
+            "fold_choice_counts": pd.Series(cv["fold_choices"]).value_counts().to_dict(),
+            "tests": tests.to_dict("records"), "selected_config": chosen.get("config")}
+
+
+def format_summary(out: dict) -> str:
+    g = f", guard {out['guard']} >= baseline" if out["guard"] else ""
+    lines = [f"select: sweep {out['sweep']}, {out['configurations']} configurations, {out['folds']}-fold CV (seed "
+             f"{out['seed']}), {out['metric']} on {out['subset']}{g}",
+             f"  cross-validated estimate  {out['cv_estimate']:.4f}  ({out['queries']} queries)",
+             f"  best of grid              {out['best_of_grid']:.4f}",
+             f"  optimism gap              {out['optimism_gap']:+.4f}",
+             f"  selected                  {out['selected']}",
+             f"  chosen per fold           {out['fold_choice_counts']}",
+             f"  paired tests vs {out['baseline']} (Holm over {len(out['tests'])} tests):"]
+    for t in out["tests"]:
+        lines.append(f"    {t['measure']:10s} {t['subset']:4s} {t['mean']:.4f} vs {t['baseline_mean']:.4f} "
+                     f"(delta {t['delta']:+.4f}, {t['wins']}/{t['losses']} wins/losses)  p_t {t['p_t']:.3g} -> "
+                     f"Holm {t['p_t_holm']:.3g}; Wilcoxon {t['p_wilcoxon']:.3g} -> Holm {t['p_wilcoxon_holm']:.3g}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 usage="python -m harness.select sweep=NAME [folds=5] [metric=nDCG@100] "
+                                       "[subset=ALL|IN|OUT] [guard=ALL] [baseline=rrf_doc] [seed=0] "
+                                       "[--dataset D] [--where KEY=VALUE ...]")
+    ap.add_argument("settings", nargs="*", help="KEY=VALUE: sweep, folds, metric, subset, guard, baseline, seed")
+    ap.add_argument("--dataset", default=None)
+    ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--baseline-where", action="append", default=None, metavar="KEY=VALUE",
+                    help="picks the baseline row (default fusion.k=60)")
+    ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
+    ap.add_argument("--out", type=Path, default=None, help="JSON file (default runs/report/<sweep>/select-<subset>.json)")
+    a = ap.parse_args(argv)
+    known = {"sweep", "folds", "metric", "subset", "guard", "baseline", "seed"}
+    opts = {}
+    for s in a.settings:
+        k, _, v = s.partition("=")
+        if k not in known or not v:
+            ap.error(f"{s!r}: expected KEY=VALUE with KEY one of {sorted(known)}")
+        opts[k] = v
+    if "sweep" not in opts:
+        ap.error("sweep=NAME is required")
+    from .store import default_results
+
+    results = a.results or default_results()
+    try:
+        out = select(results, opts["sweep"], int(opts.get("folds", 5)), opts.get("metric", "nDCG@100"),
+                     opts.get("subset", "ALL"), opts.get("guard"), opts.get("baseline", "rrf_doc"),
+                     a.baseline_where if a.baseline_where is not None else ["fusion.k=60"], int(opts.get("seed", 0)),
+                     a.dataset, a.where)
+    except ValueError as e:
+        print(f"select: {e}", file=sys.stderr)
+        return 2
+    print(format_summary(out))
+    path = a.out or Path(results).resolve().parent / "report" / opts["sweep"] / f"select-{out['subset']}.json"
+    from .files import write_text_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(out, indent=1, default=str))
+    print(f"  written to {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
