@@ -247,7 +247,18 @@ def _single(run: Artifact) -> str:
 
 def _prf_name(unit_run: dict) -> str:
     p = unit_run.get("prf")
-    return f"+{p['method']}" if p else ""
+    return f"-{p['method'][:3]}" if p else ""
+
+
+def prf_label(unit_run: dict) -> str | None:
+    """``bm25:rm3(20t,5d,0.7)``: a run's feedback and the settings that tell grid rows apart."""
+    p = unit_run.get("prf")
+    if not p:
+        return None
+    keys = {"rm3": ("fb_terms", "fb_docs", "original_query_weight"), "rocchio": ("fb_terms", "fb_docs", "alpha", "beta")}
+    if unit_run["backend"] == "dense":
+        keys = {"rocchio": ("k", "alpha", "beta"), "average": ("k",)}
+    return f"{unit_run['backend']}:{p['method']}(" + ",".join(f"{p[k]:g}" for k in keys[p["method"]]) + ")"
 
 
 def tag(run: Artifact) -> str:
@@ -258,7 +269,12 @@ def tag(run: Artifact) -> str:
         return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
     if run.kind == "fused_run":
         rest, _ = _single(run.parents[0])
-        names = "+".join(_single(p)[1] + _prf_name(lineage(p)["unit_run"]) for p in run.parents)
+        views = [lineage(p)["unit_run"]["query_view"] for p in run.parents]
+        names = [_single(p)[1] + _prf_name(lineage(p)["unit_run"]) for p in run.parents]
+        if len(set(views)) > 1:  # N-way over query views: name each run's view
+            names = [f"{n}@{v}" for n, v in zip(names, views)]
+            rest = rest.split("-", 1)[1]
+        names = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
         w = "w" if "weights" in run.params else ""
         return f"{run.params['method']}{run.params['k']}{w}-{names}.{rest}.{run.key[:8]}"
     rest, name = _single(run)
@@ -284,7 +300,7 @@ def columns(run: Artifact) -> dict:
             "fusion": run.params["method"] if fused else None, "fusion_k": run.params["k"] if fused else None,
             "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None,
             "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
-            "prf": "+".join(f"{x['backend']}:{x['prf']['method']}" for x in runs if x.get("prf")) or None,
+            "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,
             "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"]) if fused and "weights" in run.params else None,
             "rerank": reranked["method"] if reranked else None, "rerank_weight": reranked["weight"] if reranked else None}
 

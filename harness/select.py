@@ -15,7 +15,7 @@ queries.
 ``guard=ALL`` makes the choice constrained: the best ``subset`` mean among configurations whose
 ``guard`` mean is at least the baseline's on the same queries (e.g. more OUT-domain prior art
 without losing overall quality). The selected configuration is compared with the baseline
-(``rrf_doc`` with ``fusion.k=60`` by default) by paired tests per subset and measure, Holm-corrected
+(``rrf_doc`` with K=60 and no lever, by default) by paired tests per subset and measure, Holm-corrected
 over that family of tests (:func:`harness.compare.paired`).
 
 Only finished score artifacts are read (each experiment's ``per_query.csv``): nothing is searched
@@ -33,6 +33,8 @@ import numpy as np
 import pandas as pd
 
 SUBSETS = ("ALL", "IN", "OUT")
+# The paper-style baseline: rrf_doc, K=60, no lever of this project.
+BASELINE_WHERE = ("fusion.k=60", "fusion.method=rrf", "fusion.weights=null", "prf=null", "dense_prf=null", "rerank=null")
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -70,19 +72,26 @@ def cross_validate(scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame |
                    baseline: str | None = None) -> dict:
     """k-fold selection (module docstring). ``scores``: queries x configurations of the target
     subset (a query without positives in it is absent); ``folds``: fold of every query."""
-    held, chosen = [], []
+    held, held_guard, held_base, chosen = [], [], [], []
     for f in sorted(folds.unique()):
         train = folds.index[folds != f]
         test = folds.index[folds == f]
         pick = choose(scores, train, guard, baseline)
         chosen.append(pick)
         held.append(scores.loc[scores.index.intersection(test), pick])
+        if guard is not None:
+            held_guard.append(guard.loc[guard.index.intersection(test), pick])
+            held_base.append(guard.loc[guard.index.intersection(test), baseline])
     pooled = pd.concat(held)
     selected = choose(scores, scores.index, guard, baseline)
     best = float(scores[selected].mean())
     estimate = float(pooled.mean())
-    return {"cv_estimate": estimate, "best_of_grid": best, "optimism_gap": best - estimate, "selected": selected,
-            "fold_choices": chosen, "queries": int(len(pooled))}
+    out = {"cv_estimate": estimate, "best_of_grid": best, "optimism_gap": best - estimate, "selected": selected,
+           "fold_choices": chosen, "queries": int(len(pooled))}
+    if guard is not None:  # does the constraint hold on held-out queries too?
+        out["guard_cv_estimate"] = float(pd.concat(held_guard).mean())
+        out["guard_baseline"] = float(pd.concat(held_base).mean())
+    return out
 
 
 def holm(pvalues) -> np.ndarray:
@@ -96,8 +105,8 @@ def paired_tests(tables: dict[str, pd.DataFrame], system: str, baseline: str) ->
     Holm's correction over all of them."""
     from .compare import paired
 
-    a = tables[system].set_index(["subset", "measure", "query_id"])["value"]
-    b = tables[baseline].set_index(["subset", "measure", "query_id"])["value"]
+    a = tables[system].set_index(["subset", "measure", "query_id"])["value"].sort_index()
+    b = tables[baseline].set_index(["subset", "measure", "query_id"])["value"].sort_index()
     rows = []
     for (subset, measure), base in b.groupby(level=[0, 1], sort=False):
         base = base.droplevel([0, 1])
@@ -155,7 +164,7 @@ def load(results: Path, rows: list[dict], baseline_row: dict) -> dict[str, pd.Da
 
 
 def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", subset: str = "ALL",
-           guard: str | None = None, baseline: str = "rrf_doc", baseline_where=("fusion.k=60",), seed: int = 0,
+           guard: str | None = None, baseline: str = "rrf_doc", baseline_where=BASELINE_WHERE, seed: int = 0,
            dataset=None, where=()) -> dict:
     from .results import find
 
@@ -193,7 +202,11 @@ def format_summary(out: dict) -> str:
              f"{out['seed']}), {out['metric']} on {out['subset']}{g}",
              f"  cross-validated estimate  {out['cv_estimate']:.4f}  ({out['queries']} queries)",
              f"  best of grid              {out['best_of_grid']:.4f}",
-             f"  optimism gap              {out['optimism_gap']:+.4f}",
+             f"  optimism gap              {out['optimism_gap']:+.4f}"]
+    if out.get("guard_cv_estimate") is not None:
+        lines.append(f"  guard {out['guard']} held out          {out['guard_cv_estimate']:.4f} vs baseline "
+                     f"{out['guard_baseline']:.4f} on the same queries")
+    lines += [
              f"  selected                  {out['selected']}",
              f"  chosen per fold           {out['fold_choice_counts']}",
              f"  paired tests vs {out['baseline']} (Holm over {len(out['tests'])} tests):"]
@@ -213,7 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--dataset", default=None)
     ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--baseline-where", action="append", default=None, metavar="KEY=VALUE",
-                    help="picks the baseline row (default fusion.k=60)")
+                    help=f"picks the baseline row (default: {' '.join(BASELINE_WHERE)})")
     ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
     ap.add_argument("--out", type=Path, default=None, help="JSON file (default runs/report/<sweep>/select-<subset>.json)")
     a = ap.parse_args(argv)
@@ -232,7 +245,7 @@ def main(argv=None) -> int:
     try:
         out = select(results, opts["sweep"], int(opts.get("folds", 5)), opts.get("metric", "nDCG@100"),
                      opts.get("subset", "ALL"), opts.get("guard"), opts.get("baseline", "rrf_doc"),
-                     a.baseline_where if a.baseline_where is not None else ["fusion.k=60"], int(opts.get("seed", 0)),
+                     a.baseline_where if a.baseline_where is not None else BASELINE_WHERE, int(opts.get("seed", 0)),
                      a.dataset, a.where)
     except ValueError as e:
         print(f"select: {e}", file=sys.stderr)

@@ -204,3 +204,11 @@ def test_pareto_front():
     from harness.report import pareto
 
     assert pareto([0.3, 0.2, 0.1, 0.25], [0.05, 0.1, 0.2, 0.04]) == [True, True, True, False]
+
+
+def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
+    row = execute(cfg_factory("+experiment=xdomain"))
+    assert row["experiment"] == "xdomain" and row["rerank"] == "ipc3_disjoint"
+    assert row["query_views"] == "TA+TA+KW+KW+T+T"
+    assert row["prf"] == "bm25:rm3(20,10,0.5)+dense:rocchio(3,0.4,0.6)"
+    assert 0 < row["nDCG@100/OUT"] <= 1

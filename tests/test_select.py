@@ -98,3 +98,29 @@ def test_find_filters_by_dataset_and_config_and_takes_the_newest(tmp_path):
     assert find(res, "doc_bm25", dataset="mini")["scores_key"] == "k3"
     with pytest.raises(SystemExit, match="none with"):
         find(res, "doc_bm25", where=["bm25.k1=2"])
+
+
+def test_select_reads_a_finished_sweep_and_never_searches(tmp_path, capsys, caplog):
+    """A small sweep through harness.sweep, then harness.select over its score artifacts."""
+    import logging
+
+    from harness import select as sel
+    from harness import sweep
+    from conftest import tiny_overrides
+
+    spec = tmp_path / "small.yaml"
+    spec.write_text("description: test\nblocks:\n  b:\n    +experiment: doc_bm25,doc_dense,rrf_doc\n"
+                    "  r:\n    +experiment: rrf_doc\n    rerank: ipc3_disjoint\n    rerank.weight: 0.2,1.0\n")
+    root = tmp_path / "root"
+    assert sweep.main([f"sweep={spec}", f"root={root}", "query_fields=TA", "target_fields=TA", *tiny_overrides()]) == 0
+    caplog.set_level(logging.INFO)
+    caplog.clear()
+    results = root / "runs" / "results.jsonl"
+    assert sel.main(["sweep=small", "folds=3", "subset=OUT", "guard=ALL", "--results", str(results)]) == 0
+    assert not [r for r in caplog.records if r.getMessage().startswith("building")]
+    out = capsys.readouterr().out
+    assert "cross-validated estimate" in out and "optimism gap" in out and "Holm" in out
+    saved = json.loads((root / "runs" / "report" / "small" / "select-OUT.json").read_text())
+    assert saved["configurations"] == 5 and saved["baseline"].startswith("rrf60-bm25+dense")
+    assert saved["best_of_grid"] - saved["cv_estimate"] == pytest.approx(saved["optimism_gap"])
+    assert len(saved["tests"]) == 6 and all(t["p_t_holm"] >= t["p_t"] for t in saved["tests"])
