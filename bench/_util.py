@@ -36,3 +36,12 @@ def peak_rss_mib() -> float:
 
 def report(name: str, ratio: float, detail: str) -> None:
     print(f"RATIO {name:38s} {ratio:8.3f}   {detail}", flush=True)
+
+
+def compose(*overrides: str):
+    """The project's config composed as the CLI would, with these overrides."""
+    import harness.config  # noqa: F401  (registers the schema)
+    from hydra import compose as _compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
+        return _compose("config", overrides=list(overrides))

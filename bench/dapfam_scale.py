@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from _util import peak_rss_mib, report, timer
+from _util import compose, peak_rss_mib, report, timer
 
 DAPFAM_PASSAGES_512 = 861_000  # FULL view in 512-word passages at full size (measured with this script)
 
@@ -173,14 +173,9 @@ def main():
             pool.submit(write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
     text_mib = (folder / "corpus.parquet").stat().st_size / 2**20
     store = Store(tmp / "store")
-    import harness.config  # noqa: F401
-    from hydra import compose, initialize_config_dir
-
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-        cfg = compose("config", overrides=["+experiment=passage_bm25", "dataset=local", f"dataset.path={folder}",
-                                           "query_fields=TAC", "target_fields=FULL", f"passage.length={a.length}",
-                                           "aggregation=maxp", f"index.threads={a.threads}",
-                                           f"search.threads={a.threads}", f"root={tmp / 'store'}"])
+    cfg = compose("+experiment=passage_bm25", "dataset=local", f"dataset.path={folder}", "query_fields=TAC",
+                  "target_fields=FULL", f"passage.length={a.length}", "aggregation=maxp", f"index.threads={a.threads}",
+                  f"search.threads={a.threads}", f"root={tmp / 'store'}")
     ds = data.load(cfg.dataset, store.root)
     exp = Experiment(cfg, ds, store)
     base_rss = peak_rss_mib()

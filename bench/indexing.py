@@ -1,10 +1,11 @@
-"""Harness indexing (units written from the dataset, then indexed) vs Anserini's IndexCollection
-alone on the same passages file. Ratio = harness / IndexCollection seconds."""
+"""Harness passaging + indexing (the BM25 index stage as an experiment runs it: units written
+while IndexCollection indexes them) vs Anserini's IndexCollection alone on the finished units
+file. Ratio = harness / IndexCollection seconds."""
 import argparse
 import tempfile
 from pathlib import Path
 
-from _util import dataset, report, timer
+from _util import compose, dataset, report, timer
 
 
 def main():
@@ -13,27 +14,30 @@ def main():
     ap.add_argument("--length", type=int, default=128)
     a = ap.parse_args()
     from harness import jvm  # noqa: F401
-    from jnius import autoclass
-
     from harness import passages
     from harness.backends import bm25 as lucene
-    from harness.data import views as V
+    from harness.backends import get
+    from harness.experiment import Experiment
+    from harness.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-index-"))
     ds, name = dataset(tmp)
     t = {}
-    ic = autoclass("io.anserini.index.IndexCollection")
-    splitter = passages.make_splitter("words", a.length, a.length)
     for rep in range(2):  # the first round warms up the JVM and the file cache for both
+        store = Store(tmp / f"store{rep}")
+        cfg = compose("+experiment=passage_bm25", "target_fields=FULL", f"passage.length={a.length}",
+                      f"index.threads={a.threads}", f"root={store.root}")
+        exp = Experiment(cfg, ds, store)
+        be = get("bm25")
         with timer(t, "harness"):
-            n = passages.write_units(passages.units(V.target_texts(ds.corpus, "FULL"), splitter), tmp / f"units{rep}")
-            lucene.build_index(tmp / f"units{rep}", tmp / f"index-harness{rep}", a.threads)
+            units = passages.node(exp, be, build=False)
+            be.index(exp, units)
         with timer(t, "anserini"):
-            ic.main(["-collection", "JsonCollection", "-input", str(tmp / f"units{rep}" / "docs"), "-index",
-                     str(tmp / f"index-anserini{rep}"), "-threads", str(a.threads), "-storeRaw", "-quiet"])
+            lucene.build_index(store.path(units), tmp / f"index-anserini{rep}", a.threads)
+    n = store.meta(units)["units"]
     report("indexing harness/IndexCollection", t["harness"] / t["anserini"],
-           f"{n['units']} passages of {a.length} words ({name}, FULL): harness {t['harness']:.2f}s "
-           f"(passaging + indexing), IndexCollection {t['anserini']:.2f}s (indexing the same file)")
+           f"{n} passages of {a.length} words ({name}, FULL): harness {t['harness']:.2f}s (passaging streamed into "
+           f"IndexCollection), IndexCollection {t['anserini']:.2f}s (indexing the finished file)")
 
 
 if __name__ == "__main__":

@@ -81,16 +81,21 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
     ghost = qrels.iloc[:1].assign(relevant_id="GHOST", relevance_score=1)  # a judged document not in the corpus
     pd.concat([qrels, ghost]).to_parquet(folder / "qrels_all.parquet", index=False)
     ds = load_local(folder)
-    experiments = ["+experiment=passage_dense", "+experiment=rrf_passage", "+experiment=passage_bm25"]
+    experiments = [("+experiment=passage_dense",), ("+experiment=rrf_passage",), ("+experiment=passage_bm25",),
+                   ("+experiment=xdomain",), ("+experiment=doc_bm25", "prf=rocchio")]
     flips = {"passage.tokenizer": "words", "passage.stride": 64, "passage.length": 64, "aggregation": "sump",
              "query_fields": "TAC", "target_fields": "FULL", "granularity": "document", "backend": "dense",
              "encoder.model": "package:other", "encoder.revision": "abc", "encoder.pooling": "cls",
              "encoder.normalize": False, "encoder.max_length": 64, "encoder.query_prefix": "q: ",
              "encoder.doc_prefix": "d: ", "encoder.dtype": "bfloat16",
              "bm25.k1": 1.2, "bm25.b": 0.75, "search.depth": 500, "search.k": 200, "dense.quantization": "int8",
-             "metrics": ["AP@100"], "fusion.k": 10, "fusion.depth": 50,
+             "metrics": ["AP@100"], "fusion.k": 10, "fusion.depth": 50, "fusion.weights": None,
              "fusion.backends": ["dense", "bm25"], "dataset.domain_source": "ipc3", "dataset.unknown_ids": "drop",
-             "dataset.drop_self_hits": False}
+             "dataset.drop_self_hits": False, "fusion.method": "interpolation",
+             "fusion.runs": [{"backend": "bm25"}, {"backend": "dense", "query_fields": "KW"}],
+             "prf.method": "rocchio", "prf.fb_terms": 5, "prf.fb_docs": 3, "prf.original_query_weight": 0.3,
+             "prf.alpha": 0.8, "prf.beta": 0.5, "dense_prf.method": "average", "dense_prf.k": 5,
+             "dense_prf.alpha": 0.9, "dense_prf.beta": 0.2, "rerank.weight": 0.3, "rerank.k": 10}
 
     def keys(cfg):
         exp = Experiment(cfg, ds, plan=True)
@@ -99,12 +104,12 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
 
     changes: dict[str, bool] = {}
     for experiment in experiments:
-        cfg = make_cfg(tmp_path / "store", "dataset=local", f"dataset.path={folder}", experiment, tiny=False)
+        cfg = make_cfg(tmp_path / "store", "dataset=local", f"dataset.path={folder}", *experiment, tiny=False)
         plain = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
 
         def walk(node, prefix=""):
             for k, v in node.items():
-                if k == "fusion" and v is None:  # the optional group: its leaves are walked in rrf_passage
+                if v is None and k in ("fusion", "prf", "dense_prf", "rerank"):  # optional groups: walked where set
                     continue
                 if isinstance(v, dict) and k not in ("files", "params", "published"):
                     yield from walk(v, f"{prefix}{k}.")
@@ -112,11 +117,15 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
                     yield f"{prefix}{k}"
 
         for leaf in walk(plain):
-            if leaf in NOT_IN_KEYS or leaf == "fusion.method":  # fusion.method: one choice (rrf) to flip to today
+            if leaf in NOT_IN_KEYS or leaf == "rerank.method":  # rerank.method: one choice to flip to today
                 continue
             assert leaf in flips, f"{leaf}: a new config value; key it or add it to harness.config.NOT_IN_KEYS"
             changed = cfg.copy()
-            OmegaConf.update(changed, leaf, flips[leaf], merge=False)
+            value = flips[leaf]
+            if leaf == "fusion.weights":  # one weight per fused run
+                n = len(cfg.fusion.runs) or len(cfg.fusion.backends)
+                value = [2.0] + [1.0] * (n - 1)
+            OmegaConf.update(changed, leaf, value, merge=False)
             if leaf.startswith("dataset."):  # judgments and self-hits are data: reload with the option
                 from harness.data import load
 
@@ -130,7 +139,8 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
                 same = keys(changed) == keys(cfg)
             changes[leaf] = changes.get(leaf, False) or not same
     assert not [leaf for leaf, changed in changes.items() if not changed]
-    assert {"encoder.dtype", "encoder.revision", "passage.tokenizer", "bm25.k1", "fusion.depth"} <= set(changes)
+    assert {"encoder.dtype", "encoder.revision", "passage.tokenizer", "bm25.k1", "fusion.depth", "fusion.weights",
+            "prf.alpha", "prf.original_query_weight", "dense_prf.beta", "rerank.weight"} <= set(changes)
 
 
 def test_local_dataset_without_path(tmp_path):
