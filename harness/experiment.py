@@ -13,8 +13,8 @@ only what determines an artifact, so experiments share prefixes: every query vie
 fusion over one target view shares its index; all four aggregations share one passage run; RRF
 reads the family runs the single-backend experiments made.
 
-Run tags and results columns are read off the artifacts' parameters, and a tag ends in the run
-artifact's key: two configurations never share a name. ``plan=True`` builds nothing and returns
+Run tags and results columns are read off the artifacts' parameters (:mod:`harness.naming`), and
+a tag ends in the run artifact's key: two configurations never share a name. ``plan=True`` builds nothing and returns
 the same nodes: the sweep listing counts and checks them.
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ from functools import cached_property
 from omegaconf import DictConfig, OmegaConf
 
 from . import aggregate, evaluate, fuse, passages, rerank
+from .naming import columns, tag
 from .backends import get as backend
 from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
 from .data import Dataset
@@ -34,48 +35,6 @@ from .store import Artifact, DamagedArtifact, Store
 log = logging.getLogger(__name__)
 
 RUN_KINDS = ("family_run", "fused_run", "reranked_run")
-
-def _groups() -> dict:
-    """Optional config groups a fused run may name by file, and their schema."""
-    from .config import DensePRFConf, FusionConf, PRFConf, RerankConf
-
-    return {"prf": PRFConf, "dense_prf": DensePRFConf, "rerank": RerankConf, "fusion": FusionConf}
-
-
-def run_config(cfg: DictConfig, overrides) -> DictConfig:
-    """The config of one input run of an N-way fusion: this experiment's, without fusion and
-    re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
-    A group named by a string loads ``conf/<group>/<name>.yaml``; ``weight`` is fusion's."""
-    from pathlib import Path
-
-    sub = cfg.copy()
-    sub.fusion = None
-    sub.rerank = None
-    conf = Path(__file__).resolve().parent.parent / "conf"
-    GROUPS = _groups()
-    for key, value in dict(overrides).items():
-        key = str(key)
-        if key == "weight":
-            continue
-        group = key.split(".", 1)[0]
-        try:
-            if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
-                path = conf / key / f"{value}.yaml"
-                if not path.exists():
-                    raise ConfigError(f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
-                                      f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}.")
-                value = OmegaConf.merge(OmegaConf.structured(GROUPS[key]), OmegaConf.load(path))
-            elif key in GROUPS and value in ("none", "null"):
-                value = None
-            elif group in GROUPS and "." in key and OmegaConf.select(sub, group) is None:
-                sub[group] = OmegaConf.structured(GROUPS[group])  # the schema's defaults, then the dotted value
-            OmegaConf.update(sub, key, value, merge=False)
-        except ConfigError:
-            raise
-        except Exception as e:  # omegaconf's validation errors: say which run and key
-            raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}") from e
-    check(sub)
-    return sub
 
 
 class Experiment:
@@ -119,8 +78,8 @@ class Experiment:
         if f is None:
             return [cfg]
         if f.runs:
-            return [run_config(cfg, r) for r in f.runs]
-        return [run_config(cfg, {"backend": str(b)}) for b in f.backends]
+            return [fuse.run_config(cfg, r) for r in f.runs]
+        return [fuse.run_config(cfg, {"backend": str(b)}) for b in f.backends]
 
     def part(self, cfg: DictConfig) -> "Experiment":
         """The same experiment (store, dataset, nodes) under one input run's config."""
@@ -223,86 +182,6 @@ class Experiment:
                 out["search_seconds"] += m.get("search_seconds", 0.0)
                 out["seconds_per_query"] += m.get("seconds_per_query", 0.0)
         return {k: round(v, 5) for k, v in out.items()}
-
-
-# ---------------------------------------------------------------------- names from parameters
-def lineage(art: Artifact) -> dict[str, dict]:
-    """``{kind: params}`` along the first parents of a run, from the run down to the units."""
-    out = {}
-    while art is not None:
-        out.setdefault(art.kind, art.params)
-        art = art.parents[0] if art.parents else None
-    return out
-
-
-def _single(run: Artifact) -> str:
-    p = lineage(run)
-    u, r, f = p["units"], p["unit_run"], p["family_run"]
-    gran = "doc" if u["granularity"] == "document" else f"p{u['length']}"
-    if u["granularity"] == "passage" and u["stride"] != u["length"]:
-        gran += f"s{u['stride']}"
-    agg = "" if f["aggregation"] == "identity" else f".{f['aggregation']}"
-    return f"{r['query_view']}-{u['view']}.{gran}{agg}", r["backend"]
-
-
-def _prf_name(unit_run: dict) -> str:
-    p = unit_run.get("prf")
-    return f"-{p['method'][:3]}" if p else ""
-
-
-def prf_label(unit_run: dict) -> str | None:
-    """``bm25:rm3(20t,5d,0.7)``: a run's feedback and the settings that tell grid rows apart."""
-    p = unit_run.get("prf")
-    if not p:
-        return None
-    keys = {"rm3": ("fb_terms", "fb_docs", "original_query_weight"), "rocchio": ("fb_terms", "fb_docs", "alpha", "beta")}
-    if unit_run["backend"] == "dense":
-        keys = {"rocchio": ("k", "alpha", "beta"), "average": ("k",)}
-    return f"{unit_run['backend']}:{p['method']}(" + ",".join(f"{p[k]:g}" for k in keys[p["method"]]) + ")"
-
-
-def tag(run: Artifact) -> str:
-    """A readable TREC run tag (backend, PRF, views, granularity, aggregation, fusion, re-ranking)
-    and the run's key."""
-    if run.kind == "reranked_run":
-        inner = tag(run.parents[0]).rsplit(".", 1)[0]
-        return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
-    if run.kind == "fused_run":
-        rest, _ = _single(run.parents[0])
-        views = [lineage(p)["unit_run"]["query_view"] for p in run.parents]
-        names = [_single(p)[1] + _prf_name(lineage(p)["unit_run"]) for p in run.parents]
-        if len(set(views)) > 1:  # N-way over query views: name each run's view
-            names = [f"{n}@{v}" for n, v in zip(names, views)]
-            rest = rest.split("-", 1)[1]
-        names = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
-        w = "w" if "weights" in run.params else ""
-        return f"{run.params['method']}{run.params['k']}{w}-{names}.{rest}.{run.key[:8]}"
-    rest, name = _single(run)
-    return f"{name}{_prf_name(lineage(run)['unit_run'])}.{rest}.{run.key[:8]}"
-
-
-def columns(run: Artifact) -> dict:
-    """The results table's config columns, read off the run's artifacts."""
-    reranked = run.params if run.kind == "reranked_run" else None
-    if reranked:
-        run = run.parents[0]
-    fused = run.kind == "fused_run"
-    first = run.parents[0] if fused else run
-    p = lineage(first)
-    u, r, f = p["units"], p["unit_run"], p["family_run"]
-    runs = [lineage(x)["unit_run"] for x in (run.parents if fused else [run])]
-    bm25 = next((x for x in runs if x["backend"] == "bm25"), {})
-    emb = next((lineage(x).get("embeddings") for x in (run.parents if fused else [run]) if "embeddings" in lineage(x)), None)
-    passage = u["granularity"] == "passage"
-    return {"query_fields": r["query_view"], "target_fields": u["view"], "granularity": u["granularity"],
-            "passage_length": u["length"] if passage else None, "passage_stride": u["stride"] if passage else None,
-            "aggregation": f["aggregation"] if passage else None, "backend": "+".join(x["backend"] for x in runs),
-            "fusion": run.params["method"] if fused else None, "fusion_k": run.params["k"] if fused else None,
-            "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None,
-            "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
-            "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,
-            "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"]) if fused and "weights" in run.params else None,
-            "rerank": reranked["method"] if reranked else None, "rerank_weight": reranked["weight"] if reranked else None}
 
 
 def is_damaged(error: Exception) -> bool:

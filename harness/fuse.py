@@ -6,6 +6,8 @@
   (BM25 and cosine scores live on different scales, so raw scores are never mixed);
 * ``average``: mean of the normalised scores (pyserini's ``normalize`` fusion, divided by n).
 
+The input runs are ``fusion.backends`` (one per backend, this experiment's views) or
+``fusion.runs``, a list of per-run overrides of this experiment's config (:func:`run_config`).
 Only the top ``depth`` of each run count; a document missing from a run adds nothing for it.
 Ranks are the runs' own (trec_eval order, see :mod:`harness.runs`). pyserini truncates after its
 own tie-break (doc id ascending); we ask it for the full union and cut to ``out_k`` in trec_eval's
@@ -95,3 +97,51 @@ def node(exp, parts):
         return {"tag": tag}
 
     return exp.ensure(art, build, "RRF fused run" if params["method"] == "rrf" else f"{params['method']} fused run")
+
+
+# ----------------------------------------------------------------------------- inputs of an N-way fusion
+def _groups() -> dict:
+    """Optional config groups a fused run may name by file, and their schema."""
+    from .config import DensePRFConf, FusionConf, PRFConf, RerankConf
+
+    return {"prf": PRFConf, "dense_prf": DensePRFConf, "rerank": RerankConf, "fusion": FusionConf}
+
+
+def run_config(cfg, overrides):
+    """The config of one input run of an N-way fusion: this experiment's, without fusion and
+    re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
+    A group named by a string loads ``conf/<group>/<name>.yaml``; ``weight`` is fusion's."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from .config import ConfigError, check
+
+    sub = cfg.copy()
+    sub.fusion = None
+    sub.rerank = None
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    GROUPS = _groups()
+    for key, value in dict(overrides).items():
+        key = str(key)
+        if key == "weight":
+            continue
+        group = key.split(".", 1)[0]
+        try:
+            if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
+                path = conf / key / f"{value}.yaml"
+                if not path.exists():
+                    raise ConfigError(f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
+                                      f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}.")
+                value = OmegaConf.merge(OmegaConf.structured(GROUPS[key]), OmegaConf.load(path))
+            elif key in GROUPS and value in ("none", "null"):
+                value = None
+            elif group in GROUPS and "." in key and OmegaConf.select(sub, group) is None:
+                sub[group] = OmegaConf.structured(GROUPS[group])  # the schema's defaults, then the dotted value
+            OmegaConf.update(sub, key, value, merge=False)
+        except ConfigError:
+            raise
+        except Exception as e:  # omegaconf's validation errors: say which run and key
+            raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}") from e
+    check(sub)
+    return sub

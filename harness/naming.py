@@ -1,0 +1,88 @@
+"""Names read off artifacts: a run's TREC tag and its results-table columns.
+
+Both come from the parameters of the run's artifacts (its lineage), never from the config that
+asked for it, so two configurations that make the same run get the same name, and a tag always
+ends in the run artifact's key: two different runs never share one.
+"""
+from __future__ import annotations
+
+from .store import Artifact
+
+
+def lineage(art: Artifact) -> dict[str, dict]:
+    """``{kind: params}`` along the first parents of a run, from the run down to the units."""
+    out = {}
+    while art is not None:
+        out.setdefault(art.kind, art.params)
+        art = art.parents[0] if art.parents else None
+    return out
+
+
+def _single(run: Artifact) -> str:
+    p = lineage(run)
+    u, r, f = p["units"], p["unit_run"], p["family_run"]
+    gran = "doc" if u["granularity"] == "document" else f"p{u['length']}"
+    if u["granularity"] == "passage" and u["stride"] != u["length"]:
+        gran += f"s{u['stride']}"
+    agg = "" if f["aggregation"] == "identity" else f".{f['aggregation']}"
+    return f"{r['query_view']}-{u['view']}.{gran}{agg}", r["backend"]
+
+
+def _prf_name(unit_run: dict) -> str:
+    p = unit_run.get("prf")
+    return f"-{p['method'][:3]}" if p else ""
+
+
+def prf_label(unit_run: dict) -> str | None:
+    """``bm25:rm3(20t,5d,0.7)``: a run's feedback and the settings that tell grid rows apart."""
+    p = unit_run.get("prf")
+    if not p:
+        return None
+    keys = {"rm3": ("fb_terms", "fb_docs", "original_query_weight"), "rocchio": ("fb_terms", "fb_docs", "alpha", "beta")}
+    if unit_run["backend"] == "dense":
+        keys = {"rocchio": ("k", "alpha", "beta"), "average": ("k",)}
+    return f"{unit_run['backend']}:{p['method']}(" + ",".join(f"{p[k]:g}" for k in keys[p["method"]]) + ")"
+
+
+def tag(run: Artifact) -> str:
+    """A readable TREC run tag (backend, PRF, views, granularity, aggregation, fusion, re-ranking)
+    and the run's key."""
+    if run.kind == "reranked_run":
+        inner = tag(run.parents[0]).rsplit(".", 1)[0]
+        return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
+    if run.kind == "fused_run":
+        rest, _ = _single(run.parents[0])
+        views = [lineage(p)["unit_run"]["query_view"] for p in run.parents]
+        names = [_single(p)[1] + _prf_name(lineage(p)["unit_run"]) for p in run.parents]
+        if len(set(views)) > 1:  # N-way over query views: name each run's view
+            names = [f"{n}@{v}" for n, v in zip(names, views)]
+            rest = rest.split("-", 1)[1]
+        names = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
+        w = "w" if "weights" in run.params else ""
+        return f"{run.params['method']}{run.params['k']}{w}-{names}.{rest}.{run.key[:8]}"
+    rest, name = _single(run)
+    return f"{name}{_prf_name(lineage(run)['unit_run'])}.{rest}.{run.key[:8]}"
+
+
+def columns(run: Artifact) -> dict:
+    """The results table's config columns, read off the run's artifacts."""
+    reranked = run.params if run.kind == "reranked_run" else None
+    if reranked:
+        run = run.parents[0]
+    fused = run.kind == "fused_run"
+    first = run.parents[0] if fused else run
+    p = lineage(first)
+    u, r, f = p["units"], p["unit_run"], p["family_run"]
+    runs = [lineage(x)["unit_run"] for x in (run.parents if fused else [run])]
+    bm25 = next((x for x in runs if x["backend"] == "bm25"), {})
+    emb = next((lineage(x).get("embeddings") for x in (run.parents if fused else [run]) if "embeddings" in lineage(x)), None)
+    passage = u["granularity"] == "passage"
+    return {"query_fields": r["query_view"], "target_fields": u["view"], "granularity": u["granularity"],
+            "passage_length": u["length"] if passage else None, "passage_stride": u["stride"] if passage else None,
+            "aggregation": f["aggregation"] if passage else None, "backend": "+".join(x["backend"] for x in runs),
+            "fusion": run.params["method"] if fused else None, "fusion_k": run.params["k"] if fused else None,
+            "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None,
+            "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
+            "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,
+            "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"]) if fused and "weights" in run.params else None,
+            "rerank": reranked["method"] if reranked else None, "rerank_weight": reranked["weight"] if reranked else None}
