@@ -138,7 +138,7 @@ class DensePRFConf:
 class RerankConf:
     """Domain-aware re-ranking of the final run (harness.rerank)."""
     method: RerankMethod = RerankMethod.ipc3_disjoint
-    weight: float = 0.05
+    weight: float = 0.1
     k: int = 60
 
 

@@ -82,7 +82,8 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
     pd.concat([qrels, ghost]).to_parquet(folder / "qrels_all.parquet", index=False)
     ds = load_local(folder)
     experiments = [("+experiment=passage_dense",), ("+experiment=rrf_passage",), ("+experiment=passage_bm25",),
-                   ("+experiment=xdomain",), ("+experiment=doc_bm25", "prf=rocchio")]
+                   ("+experiment=xdomain",), ("+experiment=doc_bm25", "prf=rocchio"), ("+experiment=doc_bm25", "prf=rm3"),
+                   ("+experiment=rrf_doc", "dense_prf=rocchio", "rerank=ipc3_disjoint")]
     flips = {"passage.tokenizer": "words", "passage.stride": 64, "passage.length": 64, "aggregation": "sump",
              "query_fields": "TAC", "target_fields": "FULL", "granularity": "document", "backend": "dense",
              "encoder.model": "package:other", "encoder.revision": "abc", "encoder.pooling": "cls",

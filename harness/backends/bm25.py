@@ -39,29 +39,63 @@ def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool =
     return {"index_seconds": round(seconds, 3), "indexed_units": n, "anserini_args": args}
 
 
+class _Pipes:
+    """Text sink over named pipes: line i goes to pipe i mod n (one IndexCollection thread each)."""
+
+    def __init__(self, paths: list[Path]):
+        self.files = []
+        try:
+            for p in paths:  # each open waits for its reader: IndexCollection opens them all at once
+                self.files.append(open(p, "w", encoding="utf-8"))
+        except BaseException:
+            self.close()
+            raise
+        self.i = 0
+
+    def write(self, line: str) -> None:
+        self.files[self.i].write(line)
+        self.i = (self.i + 1) % len(self.files)
+
+    def close(self) -> None:
+        for f in self.files:
+            try:
+                f.close()
+            except OSError:  # a reader that went away: the indexing error is raised elsewhere
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = False) -> dict:
-    """Write the units and index them at once: a Python thread writes each unit to the units
-    artifact and to a named pipe, while Anserini's IndexCollection (in this JVM, which releases the
-    GIL) reads the pipe as its JsonCollection. A units file is one input file, which IndexCollection
-    indexes on one thread anyway, so passaging runs on the other core and the wall time is about
-    the indexing time alone (``bench/dapfam_scale.py``). If another process builds the same units
-    meanwhile, they are reused and indexed from disk. The pipe is removed before the index is
-    committed."""
+    """Write the units and index them at once. A Python thread writes each unit to the units
+    artifact and, round robin, to ``threads`` named pipes; Anserini's IndexCollection (in this
+    JVM, which releases the GIL) reads the pipes as its JsonCollection, one indexing thread per
+    pipe. From the finished units file (one input file) IndexCollection indexes on one thread; here
+    passaging and indexing share the cores, and the wall time is about that of IndexCollection
+    alone or less (``bench/dapfam_scale.py``). Units are the same; only Lucene's internal document
+    order differs, which no ranking sees (ties are broken by document id). If another process
+    builds the same units meanwhile, they are reused and indexed from disk. The pipes are removed
+    before the index is committed."""
     import os
     import shutil
     import threading
 
     feed = tmp / "feed"
     (feed / "docs").mkdir(parents=True)
-    fifo = feed / "docs" / "units.jsonl"
-    os.mkfifo(fifo)
+    fifos = [feed / "docs" / f"units-{i}.jsonl" for i in range(max(1, int(threads)))]
+    for f in fifos:
+        os.mkfifo(f)
     state = {"fed": False, "error": None, "abort": False}
 
     def sink():
         if state["abort"]:
             raise RuntimeError("indexing failed")
         state["fed"] = True
-        return open(fifo, "w", encoding="utf-8")
+        return _Pipes(fifos)
 
     def produce():
         try:
@@ -69,9 +103,10 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
         except BaseException as e:  # noqa: BLE001  (raised in the main thread below)
             state["error"] = e
         finally:
-            if not state["fed"]:  # nothing written (units reused or failed early): let the reader see EOF
-                with open(fifo, "w"):
-                    pass
+            if not state["fed"]:  # nothing written (units reused or failed early): let the readers see EOF
+                for f in fifos:
+                    with open(f, "w"):
+                        pass
 
     writer = threading.Thread(target=produce, name="units-writer", daemon=True)
     writer.start()
@@ -80,8 +115,9 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
             meta = build_index(feed, tmp / "index", threads, docvectors)
         except BaseException:
             state["abort"] = True
-            while writer.is_alive():  # unblock a writer waiting for a reader, then break its pipe
-                os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            while writer.is_alive():  # unblock a writer waiting for a reader, then break its pipes
+                for f in fifos:
+                    os.close(os.open(f, os.O_RDONLY | os.O_NONBLOCK))
                 writer.join(0.1)
             raise
         writer.join()
@@ -92,7 +128,7 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
             return build_index(exp.store.path(units), tmp / "index", threads, docvectors)
         meta["anserini_args"] = [str(exp.store.path(units) / "docs") if a == str(feed / "docs") else a
                                  for a in meta["anserini_args"]]
-        return {**meta, "indexed_while_passaging": True}
+        return {**meta, "indexed_while_passaging": True, "pipes": len(fifos)}
     finally:
         shutil.rmtree(feed, ignore_errors=True)
 
