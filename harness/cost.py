@@ -184,6 +184,7 @@ def unit_shape(units, size: dict, c: dict, cfg) -> tuple[float, float]:
 def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0) -> Counter:
     """Predicted seconds per artifact kind for the nodes whose keys are in ``missing``."""
     out = Counter()
+    overlapped = set()
     nq = size["queries"]
     for n in nodes:
         if n.key not in missing:
@@ -192,7 +193,11 @@ def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0) ->
         if n.kind == "units":
             out["units"] += view_chars(size, p["view"]) / c["passaging_chars_s"]
         elif n.kind == "lucene":
-            out["lucene"] += view_chars(size, _view(n)) / c["indexing_chars_s"]
+            indexing = view_chars(size, _view(n)) / c["indexing_chars_s"]
+            out["lucene"] += indexing
+            if n.parents[0].key in missing and n.parents[0].key not in overlapped:  # units written while indexed
+                overlapped.add(n.parents[0].key)
+                out["units"] -= min(indexing, view_chars(size, _view(n)) / c["passaging_chars_s"])
         elif n.kind == "embeddings":
             count, length = unit_shape(n.parents[0], size, c, cfg)
             out["embeddings"] += count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
