@@ -243,20 +243,35 @@ def check_fusion(f, search) -> None:
 
         raise ConfigError(f"fusion.backends={list(f.backends)}: fusion needs at least two different backends of "
                           f"{available()}, or fusion.runs.")
-    n = len(f.runs) or len(f.backends)
-    if f.weights is not None:
-        if len(f.weights) != n:
-            raise ConfigError(f"fusion.weights={list(f.weights)}: expected {n} weights, one per fused run.")
-        for w in f.weights:
-            _number(w, "fusion.weights[]", 0.0)
-        if f.method == FusionMethod.average and len(set(f.weights)) > 1:
-            raise ConfigError("fusion.method=average takes no weights. Fix: fusion.method=interpolation.")
+    fusion_weights(f)
     if f.k < 0:
         raise ConfigError(f"fusion.k={f.k}: expected a non-negative integer (the paper's grid: 10, 30, 60, 100).")
     _positive_int(f.depth, "fusion.depth")
     if f.depth > search.k:
         raise ConfigError(f"fusion.depth={f.depth} > search.k={search.k}: the fused family runs hold only search.k "
                           f"families per query. Fix: fusion.depth <= search.k, or raise search.k.")
+
+
+def fusion_weights(f) -> list[float]:
+    """One weight per fused run: ``fusion.weights``, else each run's own ``weight`` in
+    ``fusion.runs``, else all 1. Checked here once; the fused run's key and builder read it."""
+    n = len(f.runs) or len(f.backends)
+    given = [r.get("weight") for r in f.runs] if f.runs else []
+    if f.weights is not None and any(w is not None for w in given):
+        raise ConfigError("fusion.weights and a `weight` inside fusion.runs: give the weights one way.")
+    if f.weights is not None:
+        if len(f.weights) != n:
+            raise ConfigError(f"fusion.weights={list(f.weights)}: expected {n} weights, one per fused run.")
+        weights, key = list(f.weights), "fusion.weights[]"
+    else:
+        weights, key = [1.0 if w is None else w for w in given] or [1.0] * n, "fusion.runs[].weight"
+    for w in weights:
+        if isinstance(w, bool) or not isinstance(w, (int, float)):
+            raise ConfigError(f"{key}={w!r}: expected a number >= 0.")
+        _number(w, key, 0.0)
+    if f.method == FusionMethod.average and len(set(weights)) > 1:
+        raise ConfigError("fusion.method=average takes no weights. Fix: fusion.method=interpolation.")
+    return [float(w) for w in weights]
 
 
 def check_prf(p) -> None:

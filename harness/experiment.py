@@ -47,6 +47,7 @@ class Experiment:
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}
+        self.encoders: dict[str, object] = {}  # one loaded encoder per encoder config, shared with parts
 
     def ensure(self, art: Artifact, build, describe: str) -> Artifact:
         """Record ``art`` as a node of this experiment and, unless planning, build or reuse it."""
@@ -87,10 +88,8 @@ class Experiment:
             return self
         child = Experiment.__new__(Experiment)
         child.cfg, child.ds, child.plan, child.store, child.nodes = cfg, self.ds, self.plan, self.store, self.nodes
-        child.metrics, child.inputs, child.later = self.metrics, [cfg], self.later
+        child.metrics, child.inputs, child.later, child.encoders = self.metrics, [cfg], self.later, self.encoders
         child.__dict__["dataset_node"] = self.dataset_node
-        if "encoder" in self.__dict__ and cfg.encoder == self.cfg.encoder:
-            child.__dict__["encoder"] = self.__dict__["encoder"]
         return child
 
     @cached_property
@@ -100,7 +99,7 @@ class Experiment:
     # ------------------------------------------------------------------ the chain
     def unit_run(self, name: str) -> Artifact:
         be = backend(name)
-        index = be.index(self, passages.node(self, be, build=not getattr(be, "streams_units", False)))
+        index = be.index(self, self.units(be))
         params = {"query_view": str(self.cfg.query_fields), "depth": int(self.cfg.search.depth), "backend": name,
                   **be.run_params(self)}
         art = Artifact("unit_run", params, (index, self.dataset_node))
@@ -127,7 +126,7 @@ class Experiment:
         except DamagedArtifact as e:  # e.g. Lucene's CorruptIndexException: rebuild the index once
             self.store.discard(e.artifact, str(e))
             self.nodes.remove(e.artifact)
-            be.index(self, passages.node(self, be, build=not getattr(be, "streams_units", False)))
+            be.index(self, self.units(be))
             return self.ensure(art, build, f"{name} search")
 
     def family_run(self, name: str) -> Artifact:
@@ -136,12 +135,7 @@ class Experiment:
     def final_run(self) -> Artifact:
         """The family run, or the fusion of the input runs, then the domain-aware re-ranking if any."""
         if self.cfg.fusion is not None:
-            parts = []
-            for sub in self.inputs:
-                child = self.part(sub)
-                parts.append(child.family_run(str(sub.backend)))
-                if "encoder" in child.__dict__ and sub.encoder == self.cfg.encoder:
-                    self.__dict__.setdefault("encoder", child.__dict__["encoder"])
+            parts = [self.part(sub).family_run(str(sub.backend)) for sub in self.inputs]
             run = fuse.node(self, parts)
         else:
             run = self.family_run(str(self.cfg.backend))
@@ -151,11 +145,19 @@ class Experiment:
         return evaluate.node(self, self.final_run())
 
     # ------------------------------------------------------------------ helpers for stages
-    @cached_property
+    @property
     def encoder(self):
+        """The dense encoder of this config, loaded once per experiment and its fused parts."""
         from .backends.dense import make_encoder
 
-        return make_encoder(self.cfg.encoder)
+        key = repr(OmegaConf.to_container(self.cfg.encoder, resolve=True, enum_to_str=True))
+        if key not in self.encoders:
+            self.encoders[key] = make_encoder(self.cfg.encoder)
+        return self.encoders[key]
+
+    def units(self, be) -> Artifact:
+        """The units of a backend: built now, or (``streams_units``) by the backend while it indexes."""
+        return passages.node(self, be, build=not getattr(be, "streams_units", False))
 
     def hf_tokenizer(self):
         from transformers import AutoTokenizer

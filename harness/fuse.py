@@ -59,23 +59,14 @@ def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: li
     return top_k(out, out_k) if out_k else out
 
 
-def rrf(runs: list[pd.DataFrame], k: int = 60, depth: int | None = 100, out_k: int | None = 100,
-        weights: list[float] | None = None) -> pd.DataFrame:
-    """Reciprocal Rank Fusion (optionally weighted) of run tables."""
-    return fuse(runs, "rrf", k, weights, depth, out_k)
-
-
-def params_of(f, n: int, out_k: int) -> dict:
+def params_of(f, out_k: int) -> dict:
     """The fused run's key: method, constant, depth, and weights only where they are not all 1
-    (so unweighted fusions keep the keys they always had)."""
+    (so unweighted fusions keep the keys they always had; ``average`` has none)."""
+    from .config import fusion_weights
+
     params = {"method": str(f.method), "k": int(f.k), "depth": int(f.depth), "out_k": int(out_k)}
-    if f.weights is not None:
-        weights = [float(w) for w in f.weights]
-    else:  # or each run's own `weight`
-        weights = [float(r.get("weight", 1.0)) for r in f.runs] if f.runs else [1.0] * n
-    if str(f.method) == "average":
-        weights = [1.0] * n
-    if any(w != 1.0 for w in weights):
+    weights = fusion_weights(f)
+    if str(f.method) != "average" and any(w != 1.0 for w in weights):
         params["weights"] = weights
     return params
 
@@ -84,7 +75,7 @@ def node(exp, parts):
     """The fused run stage: fusion of family runs (each an artifact other experiments share)."""
     from .store import Artifact
 
-    params = params_of(exp.cfg.fusion, len(parts), exp.cfg.search.k)
+    params = params_of(exp.cfg.fusion, exp.cfg.search.k)
     art = Artifact("fused_run", params, tuple(parts))
 
     def build(tmp):

@@ -15,9 +15,13 @@ it never searches again. Its price is visible in the report: OUT rises as IN fal
 """
 from __future__ import annotations
 
+import logging
+
 import pandas as pd
 
 from .runs import top_k, with_ranks
+
+log = logging.getLogger(__name__)
 
 METHODS = ("ipc3_disjoint",)
 
@@ -63,6 +67,10 @@ def node(exp, run):
                             params["k"], params["out_k"])
         tag = exp.tag(art)
         write_trec(out, tmp / "run.trec", tag)
-        return {"tag": tag, "queries_without_codes": int(sum(1 for c in codes.values() if c is None or not len(c)))}
+        without = sum(1 for c in codes.values() if c is None or not len(c))
+        if without:
+            log.warning("rerank: %d of %d queries have no IPC3 codes; their runs are left as they are", without,
+                        len(codes))
+        return {"tag": tag, "queries_without_codes": without}
 
     return exp.ensure(art, build, "IPC3 re-ranked run")

@@ -180,7 +180,8 @@ def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", 
     target = matrix(tables, subset, metric)
     guard_m = matrix(tables, guard, metric) if guard else None
     all_q = matrix(tables, "ALL", metric).index
-    has_out = set(matrix(tables, "OUT", metric).index) if any((t["subset"] == "OUT").any() for t in tables.values()) else set()
+    judged = tables[base["tag"]]  # every table holds the same queries per subset (matrix checks it)
+    has_out = set(judged.loc[judged["subset"] == "OUT", "query_id"])
     fold = stratified_folds(all_q, {q: q in has_out for q in all_q}, folds, seed)
     cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None)
     tests = paired_tests(tables, cv["selected"], base["tag"])

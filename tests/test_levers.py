@@ -212,3 +212,32 @@ def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
     assert row["query_views"] == "TA+TA+KW+KW+T+T"
     assert row["prf"] == "bm25:rm3(20,10,0.5)+dense:rocchio(3,0.4,0.6)"
     assert 0 < row["nDCG@100/OUT"] <= 1
+
+
+def test_run_weights_are_checked_like_fusion_weights(cfg_factory):
+    from harness.config import ConfigError
+
+    runs = "fusion.runs=[{backend:bm25,weight:-1},{backend:dense}]"
+    with pytest.raises(ConfigError, match="fusion.runs\\[\\].weight=-1"):
+        execute(cfg_factory("+experiment=rrf_doc", runs))
+    with pytest.raises(ConfigError, match="one way"):
+        execute(cfg_factory("+experiment=rrf_doc", "fusion.runs=[{backend:bm25,weight:2},{backend:dense}]",
+                            "fusion.weights=[1,1]"))
+    with pytest.raises(ConfigError, match="average takes no weights"):
+        execute(cfg_factory("+experiment=rrf_doc", "fusion.method=average",
+                            "fusion.runs=[{backend:bm25,weight:2},{backend:dense}]"))
+
+
+def test_run_weights_key_the_fused_run_as_fusion_weights_do(cfg_factory):
+    from harness.experiment import Experiment
+    from harness import data
+
+    def fused_key(*o):
+        cfg = cfg_factory("+experiment=rrf_doc", *o)
+        exp = Experiment(cfg, data.load(cfg.dataset, cfg.root), plan=True)
+        return exp.final_run()
+
+    a = fused_key("fusion.runs=[{backend:bm25,weight:2},{backend:dense}]")
+    b = fused_key("fusion.runs=[{backend:bm25},{backend:dense}]", "fusion.weights=[2,1]")
+    c = fused_key("fusion.runs=[{backend:bm25},{backend:dense}]")
+    assert a.key == b.key != c.key and a.params["weights"] == [2.0, 1.0] and "weights" not in c.params
