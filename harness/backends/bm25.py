@@ -225,10 +225,15 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
 
 
 def collection_args(index_dir, topics_file, run_file, k1, b, depth, threads) -> list[str]:
-    """SearchCollection's arguments: one BM25 configuration, ``threads`` queries at a time."""
+    """SearchCollection's arguments: one BM25 configuration, ``threads`` queries at a time.
+
+    In Anserini, ``-threads`` is the pool that runs queries; ``-parallelism`` runs parameter
+    configurations side by side (its usage text says otherwise). With one configuration per call,
+    ``-parallelism`` above 1 only idles: an earlier version passed ``-threads 1 -parallelism N``
+    and searched on one core."""
     return ["-index", str(index_dir), "-topics", str(topics_file), "-topicReader", "TsvString", "-output",
             str(run_file), "-bm25", "-bm25.k1", repr(float(k1)), "-bm25.b", repr(float(b)), "-hits", str(int(depth)),
-            "-threads", "1", "-parallelism", str(int(threads)), "-runtag", "bm25"]
+            "-threads", str(int(threads)), "-parallelism", "1", "-runtag", "bm25"]
 
 
 def prf_params(p) -> dict | None:
