@@ -8,7 +8,8 @@ as a DAPFAM-format folder, then one experiment runs through the harness as a use
 passaging and indexing, search, aggregation, scoring. Each stage is timed and compared with
 what Anserini does alone on the same input:
 
-* passaging + indexing (one streamed build) / ``IndexCollection`` on the finished units file;
+* passaging + indexing (one streamed build) / ``IndexCollection`` on the finished units file
+  (and, for reference, on the same passages split into one file per thread);
 * search / ``SearchCollection`` on the same index and topics (rankings compared: identical?);
 * a second anchor: bm25s (same k1, b; optional: ``pip install -e .[bench]``) on the first
   ``--bm25s-passages`` passages with the same queries, against SearchCollection on an index of
@@ -22,6 +23,7 @@ what Anserini does alone on the same input:
 """
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -224,6 +226,22 @@ def main():
            f"{a.families} families ({text_mib:.0f} MiB parquet), {n_units} passages of {a.length} words: harness "
            f"{lm['build_seconds']:.0f}s (passaging streamed into IndexCollection), IndexCollection alone "
            f"{t['anserini_index']:.0f}s")
+    # for reference, Anserini at its best on 2 cores: the same passages split into one file per thread
+    split = tmp / "units-split" / "docs"
+    split.mkdir(parents=True)
+    outs = [open(split / f"units-{i}.jsonl", "w") for i in range(a.threads)]
+    with open(store.path(units) / "docs" / "units.jsonl") as f:
+        for i, line in enumerate(f):
+            outs[i % a.threads].write(line)
+    for o in outs:
+        o.close()
+    with timer(t, "anserini_index_split"):
+        lucene.build_index(split.parent, tmp / "anserini-index-split", a.threads)
+    print(f"for reference: IndexCollection on the same passages in {a.threads} files ({a.threads} indexing threads) "
+          f"{t['anserini_index_split']:.0f}s; harness/that {lm['build_seconds'] / t['anserini_index_split']:.2f} "
+          f"(the harness also passages the text on the same cores)", flush=True)
+    shutil.rmtree(split.parent)
+    shutil.rmtree(tmp / "anserini-index-split")
     # ... and SearchCollection on the same index and topics
     topics = {q: t_ for q, t_ in V.query_texts(ds.queries, "TAC").items() if t_.strip()}
     write_trec_topics(topics, tmp / "topics.tsv")

@@ -269,6 +269,50 @@ def test_units_are_indexed_while_they_are_written(cfg_factory):
     assert row["nDCG@100/ALL"] > 0
 
 
+def test_pipes_send_whole_line_chunks_to_the_least_filled_pipe(tmp_path, monkeypatch):
+    """The units writer feeds IndexCollection's threads in chunks of whole lines, each chunk to the
+    pipe with the fewest unread bytes: a stalled reader gets no more work, no line is ever split
+    between pipes (multi-byte characters included) and the last partial chunk is sent at the end."""
+    import os
+
+    import harness.backends.bm25 as bm25
+
+    monkeypatch.setattr(bm25, "CHUNK_CHARS", 100)
+    fifos = [tmp_path / f"p{i}" for i in range(2)]
+    readers = []
+    for f in fifos:
+        os.mkfifo(f)
+        readers.append(os.open(f, os.O_RDONLY | os.O_NONBLOCK))  # readers present, reading nothing yet
+
+    def drain(fd):
+        out = b""
+        while True:
+            try:
+                block = os.read(fd, 1 << 16)
+            except BlockingIOError:
+                return out
+            if not block:
+                return out
+            out += block
+
+    line = lambda i: f'{{"id": "d{i:03d}", "contents": "{"é" * 100}"}}\n'  # noqa: E731  (> 100 characters: one line per chunk)
+    got = [b"", b""]
+    with bm25._Pipes(fifos) as pipes:
+        for i in range(3):  # both empty -> pipe 0; pipe 0 holds a chunk -> pipe 1; a tie -> pipe 0
+            pipes.write(line(i))
+        assert [bm25._unread(fd) for fd in pipes.fds] == [2 * len(line(0).encode()), len(line(0).encode())]
+        got[0] += drain(readers[0])  # pipe 0 drained: the next chunk goes there, not to pipe 1
+        pipes.write(line(3))
+        assert bm25._unread(pipes.fds[1]) == len(line(1).encode())
+        pipes.write('{"id": "tail"}\n')  # under a chunk: sent when the writer closes
+    got = [g + drain(r) for g, r in zip(got, readers)]
+    for r in readers:
+        os.close(r)
+    lines = [g.decode("utf-8").splitlines(keepends=True) for g in got]
+    assert lines[1] == [line(1)]
+    assert lines[0] == [line(0), line(2), line(3), '{"id": "tail"}\n']
+
+
 def test_failed_streaming_index_commits_nothing_and_does_not_hang(cfg_factory, monkeypatch):
     import harness.backends.bm25 as bm25
 
