@@ -71,10 +71,14 @@ def view_chars(size: dict, view: str, query: bool = False) -> float:
 
 
 # ----------------------------------------------------------------------------- calibration
+CALIBRATION = 2  # bump when a measured stage gets faster or slower (2: BM25 search on all threads)
+
+
 def calibrate(root: Path, encoder_cfg) -> dict:
     """Throughputs of this machine (cached per host, cores and encoder)."""
     cache = Path(root) / "indexes" / "calibration.json"
-    key = f"{platform.node()}|{os.cpu_count()}|{encoder_cfg.model}|{encoder_cfg.max_length}|{encoder_cfg.dtype}"
+    key = (f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}|{encoder_cfg.model}|{encoder_cfg.max_length}|"
+           f"{encoder_cfg.dtype}")
     known = _read(cache)
     if key in known:
         return known[key]

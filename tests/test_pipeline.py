@@ -267,6 +267,21 @@ def test_units_are_indexed_while_they_are_written(cfg_factory):
     b, _, _ = search(root / "from-disk", topics, cfg.bm25.k1, cfg.bm25.b, 50)
     assert a.equals(b)
     assert row["nDCG@100/ALL"] > 0
+    # finished units (one file) are dealt to one pipe per indexing thread: the same index again
+    from harness.backends.bm25 import index_file
+
+    piped = index_file(units, root / "piped", 2)
+    assert piped["pipes"] == 2 and piped["indexed_units"] == n_units and not (root / "piped" / "feed").exists()
+    assert piped["anserini_args"][piped["anserini_args"].index("-input") + 1] == str(units / "docs")
+    c, _, _ = search(root / "piped" / "index", topics, cfg.bm25.k1, cfg.bm25.b, 50)
+    assert a.equals(c)
+    # an index of units that exist (here: with document vectors, for PRF) takes that path
+    execute(cfg_factory("+experiment=passage_bm25", "query_fields=TA", "target_fields=FULL", "passage.length=64",
+                        "prf=rm3"))
+    [prf_index] = [d for d in artifact_dirs(root, "lucene") if d != index]
+    prf_meta = json.loads((prf_index / "meta.json").read_text())
+    assert prf_meta["pipes"] == 2 and "indexed_while_passaging" not in prf_meta
+    assert prf_meta["indexed_units"] == n_units
 
 
 def test_pipes_send_whole_line_chunks_to_the_least_filled_pipe(tmp_path, monkeypatch):
