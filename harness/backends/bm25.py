@@ -51,7 +51,7 @@ class _Pipes:
     Why: with Linux's default 64 KiB pipes (about 18 passages of 512 words) and lines dealt round
     robin, the writer and the indexing threads ran in lockstep (whenever one pipe was full the
     writer waited while the other indexer starved): at DAPFAM's full size the streamed build took
-    1.11-1.30x IndexCollection alone, 0.89x with this (``bench/dapfam_scale.py``). Each pipe is enlarged
+    1.11-1.30x IndexCollection alone, 0.78-0.89x with this (``bench/dapfam_scale.py``). Each pipe is enlarged
     to 1 MiB where the system allows it."""
 
     def __init__(self, paths: list[Path]):
@@ -122,7 +122,7 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
     artifact and, in chunks, to ``threads`` named pipes (:class:`_Pipes`); Anserini's
     IndexCollection (in this JVM, which releases the GIL) reads the pipes as its JsonCollection, one
     indexing thread per pipe, so passaging and indexing share the cores. At DAPFAM's full size
-    (45,336 families, 861k passages, 2 cores) the whole stage takes 0.89x IndexCollection alone on
+    (45,336 families, 861k passages, 2 cores) the whole stage takes 0.78-0.89x IndexCollection alone on
     the units file (``bench/dapfam_scale.py``; README). Units are the same; only Lucene's internal
     document order differs, which no ranking sees (ties are broken by document id). If another
     process builds the same units meanwhile, they are reused and indexed from disk."""
