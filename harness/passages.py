@@ -161,7 +161,7 @@ def write_units(records: Iterable[dict], folder: Path, total: int | None = None,
     out.mkdir(parents=True, exist_ok=True)
     n_units = 0
     families = set()
-    with open(out / "units.jsonl", "w", buffering=1 << 20) as f, (sink() if sink else nullcontext()) as g:
+    with open(out / "units.jsonl", "w", encoding="utf-8", buffering=1 << 20) as f, (sink() if sink else nullcontext()) as g:
         for rec in tqdm(records, desc="units", unit=" unit", mininterval=2, disable=None):
             line = json.dumps(rec, ensure_ascii=False) + "\n"
             f.write(line)
@@ -181,6 +181,6 @@ def family_of(unit_id: str) -> str:
 
 
 def read_units(folder: Path) -> Iterator[dict]:
-    with open(Path(folder) / "docs" / "units.jsonl") as f:
+    with open(Path(folder) / "docs" / "units.jsonl", encoding="utf-8") as f:
         for line in f:
             yield json.loads(line)

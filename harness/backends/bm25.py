@@ -126,11 +126,10 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
     the units file (``bench/dapfam_scale.py``; README). Units are the same; only Lucene's internal
     document order differs, which no ranking sees (ties are broken by document id). If another
     process builds the same units meanwhile, they are reused and indexed from disk."""
-    meta = _index_fed(lambda sink: exp.build_now(units, sink), tmp, threads, docvectors)
+    source = exp.store.path(units)
+    meta = _index_fed(lambda sink: exp.build_now(units, sink), source, tmp, threads, docvectors)
     if meta is None:  # nothing was written: the units were reused
-        return index_file(exp.store.path(units), tmp, threads, docvectors)
-    meta["anserini_args"] = [str(exp.store.path(units) / "docs") if a == str(tmp / "feed" / "docs") else a
-                             for a in meta["anserini_args"]]
+        return index_file(source, tmp, threads, docvectors)
     return {**meta, "indexed_while_passaging": True}
 
 
@@ -148,18 +147,16 @@ def index_file(units_dir: Path, tmp: Path, threads: int = 2, docvectors: bool = 
             for line in f:
                 g.write(line)
 
-    meta = _index_fed(copy, tmp, threads, docvectors)
-    meta["anserini_args"] = [str(Path(units_dir) / "docs") if a == str(tmp / "feed" / "docs") else a
-                             for a in meta["anserini_args"]]
-    return meta
+    return _index_fed(copy, units_dir, tmp, threads, docvectors)
 
 
-def _index_fed(write, tmp: Path, threads: int, docvectors: bool) -> dict | None:
+def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -> dict | None:
     """IndexCollection over ``threads`` named pipes under ``tmp/feed`` while a Python thread runs
-    ``write(sink)``; ``sink()`` opens the pipes (:class:`_Pipes`). Returns the index's metadata, or
-    None (and no index) when ``write`` returned without opening the sink. An error on either side
-    is raised here, without a hang: a failed indexer breaks the writer's pipes. The pipes are
-    removed before the index is committed."""
+    ``write(sink)``; ``sink()`` opens the pipes (:class:`_Pipes`). Returns the index's metadata
+    (its arguments naming the units folder ``source``, not the pipes), or None (and no index) when
+    ``write`` returned without opening the sink. An error on either side is raised here, without a
+    hang: a failed indexer breaks the writer's pipes. The pipes are removed before the index is
+    committed."""
     import shutil
     import threading
 
@@ -205,6 +202,8 @@ def _index_fed(write, tmp: Path, threads: int, docvectors: bool) -> dict | None:
         if not state["fed"]:
             shutil.rmtree(tmp / "index", ignore_errors=True)
             return None
+        meta["anserini_args"] = [str(Path(source) / "docs") if a == str(feed / "docs") else a
+                                 for a in meta["anserini_args"]]
         return {**meta, "pipes": len(fifos)}
     finally:
         shutil.rmtree(feed, ignore_errors=True)
