@@ -321,6 +321,7 @@ def check(cfg) -> list[str]:
     if cfg.granularity == Granularity.passage:
         check_passage(cfg.passage)
     check_search(cfg.search)
+    _positive_int(cfg.index.threads, "index.threads")  # also the number of pipes a streamed BM25 build feeds
     check_bm25(cfg.bm25)
     check_encoder(cfg.encoder)
     if cfg.fusion is not None:

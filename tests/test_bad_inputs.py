@@ -297,6 +297,7 @@ ROWS = [
     Row("metric_without_brackets", None, ("metrics=nDCG@10",), check=measure_equals_ir_measures("nDCG@10")),
     Row("metric_other_provider", None, ("metrics=[Judged@10]",), check=measure_equals_ir_measures("Judged@10")),
     Row("search_k_zero", None, ("search.k=0",), error=(ConfigError, r"search.k=0")),
+    Row("index_threads_zero", None, ("index.threads=0",), error=(ConfigError, r"index.threads=0.*positive integer")),
     Row("lock_timeout_negative", None, ("store.lock_timeout=-1",), error=(ConfigError, r"store.lock_timeout=-1.0")),
     Row("gpu_speedup_zero", None, ("cost.gpu_speedup=0",), error=(ConfigError, r"cost.gpu_speedup=0.0")),
 ]
