@@ -17,7 +17,7 @@ what Anserini does alone on the same input:
 * dense: CPU encoding throughput of 512-token passages and the hours DAPFAM's passages would take
   (and on a GPU in float16, where one is present).
 
-    python bench/dapfam_scale.py                      # full size: about 30 minutes on 2 cores
+    python bench/dapfam_scale.py                      # full size: about 45 minutes on 2 cores
     python bench/dapfam_scale.py --families 3000      # the quick version make bench runs
     python bench/dapfam_scale.py --search-rounds 2    # plus warm alternating search rounds
 """
