@@ -38,6 +38,21 @@ def report(name: str, ratio: float, detail: str) -> None:
     print(f"RATIO {name:38s} {ratio:8.3f}   {detail}", flush=True)
 
 
+def split_units(units_dir: Path, out: Path, threads: int) -> Path:
+    """The units file dealt line by line into one file per thread under ``out/docs``: IndexCollection
+    gives each input file one thread, so this is Anserini at its best with ``threads`` threads,
+    the equal-work anchor of the harness's own multi-threaded build."""
+    docs = Path(out) / "docs"
+    docs.mkdir(parents=True)
+    outs = [open(docs / f"units-{i}.jsonl", "w", encoding="utf-8") for i in range(threads)]
+    with open(Path(units_dir) / "docs" / "units.jsonl", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            outs[i % threads].write(line)
+    for o in outs:
+        o.close()
+    return Path(out)
+
+
 def compose(*overrides: str):
     """The project's config composed as the CLI would, with these overrides."""
     import harness.config  # noqa: F401  (registers the schema)

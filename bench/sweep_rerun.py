@@ -1,4 +1,5 @@
-"""A sweep's second run vs its first, in a fresh artifact root. Ratio = second / first seconds."""
+"""What caching saves: the same sweep run twice in a fresh artifact root, the second run reading
+the first one's artifacts. Ratio = second (cached) / first (fresh) seconds."""
 import argparse
 import subprocess
 import sys
@@ -21,7 +22,7 @@ def main():
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
-    report("sweep second/first run", times[1] / times[0],
+    report("sweep rerun cached/fresh", times[1] / times[0],
            f"sweep={a.sweep} {' '.join(a.extra)}: first {times[0]:.1f}s, second {times[1]:.1f}s")
 
 

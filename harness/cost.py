@@ -1,19 +1,25 @@
 """What a sweep will cost before it runs: predicted wall time of every artifact not yet cached.
 
 The estimate multiplies the dataset's size (families, characters and tokens per view, queries) by
-throughputs measured on this machine: passaging and Anserini indexing (characters/s), BM25 search
-(seconds per query term and corpus character), the encoder (seconds per sequence of L tokens,
-fitted as a*L + b*L^2 on two lengths, so long passages cost what attention costs them), model
-loading, and Faiss. The calibration takes some seconds and is cached per machine and encoder in
+what this machine measured on the same code paths: passaging, passaging streamed into Anserini's
+IndexCollection and IndexCollection over finished units (seconds at a corpus size, with the
+experiment's thread counts), BM25 search (seconds per query term at an index size), the encoder
+(seconds per sequence of L tokens, fitted as a*L + b*L^2 on two lengths, so long passages cost
+what attention costs them), model loading, and Faiss. BM25 lines are interpolated between
+calibration points measured on synthetic corpora of several sizes; one near the size to predict
+is measured when needed (:func:`calibrate`), and the listing prints each line's calibrated range,
+so an extrapolation is visible. Everything is cached per machine in
 ``<root>/indexes/calibration.json``. GPU figures scale the encoder by ``cost.gpu_speedup``, an
 assumption until a GPU run of ``bench/encoding.py`` measures it (README).
 
 Without the data (``dataset=dapfam`` offline), sizes come from ``dataset.published``: nothing can
-be cached then, so everything is predicted.
+be cached then, so everything is predicted, and characters per token are assumed, not measured.
 """
 from __future__ import annotations
 
+import bisect
 import logging
+import math
 import os
 import platform
 import tempfile
@@ -71,32 +77,103 @@ def view_chars(size: dict, view: str, query: bool = False) -> float:
 
 
 # ----------------------------------------------------------------------------- calibration
-CALIBRATION = 2  # bump when a measured stage gets faster or slower (2: BM25 search on all threads)
+CALIBRATION = 3  # bump when a measured stage changes its speed (3: BM25 points on the build paths, by size)
+REACH = 10  # a BM25 line is trusted up to this many times the largest calibrated index
+POINT_FAMILIES = (40, 160)  # the two small BM25 points, in synthetic families of FAMILY_CHARS
+FAMILY_CHARS = 68_000  # full text of a DAPFAM family, about (dataset.published)
+POINT_LENGTH = 512  # words per passage of the BM25 points (as bench/dapfam_scale.py)
+QUERY_CHARS = 6_000  # TAC-length queries (title + abstract + claims)
 
 
-def calibrate(root: Path, encoder_cfg) -> dict:
-    """Throughputs of this machine (cached per host, cores and encoder)."""
+def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
+    """Throughputs of this machine, cached in ``<root>/indexes/calibration.json``.
+
+    BM25 stages are measured as *points* (one synthetic corpus each, :mod:`harness.data.synthetic`)
+    on the code paths a build takes, with the experiment's ``index.threads`` / ``search.threads``:
+    passaging alone, passaging streamed into IndexCollection, IndexCollection over finished units
+    (:func:`harness.backends.bm25.index_file`), and search with TAC-length queries. Two small points
+    are always measured; when ``reach_chars`` (the largest index the estimate must predict) is more
+    than ``REACH`` times the largest point, one more point at an eighth of it is measured once (a
+    few minutes at DAPFAM's size) and cached, so no line is extrapolated far past what was
+    measured. The encoder is timed per model, length and dtype."""
     cache = Path(root) / "indexes" / "calibration.json"
-    key = (f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}|{encoder_cfg.model}|{encoder_cfg.max_length}|"
-           f"{encoder_cfg.dtype}")
+    host = f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}"
+    e = cfg.encoder
+    bm25_key = f"{host}|bm25|index.threads={cfg.index.threads}|search.threads={cfg.search.threads}"
+    enc_key = f"{host}|encoder|{e.model}|{e.max_length}|{e.dtype}"
     known = _read(cache)
-    if key in known:
-        return known[key]
-    log.info("calibrating throughputs on this machine (cached in %s)", cache)
-    out = {**_calibrate_bm25(), **_calibrate_encoder(encoder_cfg)}
-    _write(cache, {**known, key: out})
-    return out
+    points = list(known.get(bm25_key, []))
+    threads = (int(cfg.index.threads), int(cfg.search.threads))
+    todo = [f for f in POINT_FAMILIES if not any(p["families"] == f for p in points)]
+    if todo or reach_chars > REACH * max(p["chars"] for p in points):
+        _bm25_point(8, *threads, queries=8)  # warm-up: the first IndexCollection and search of a JVM load classes
+    for families in todo:
+        points.append(_bm25_point(families, *threads))
+    if reach_chars > REACH * max(p["chars"] for p in points):
+        families = int(math.ceil(reach_chars / 8 / FAMILY_CHARS))
+        log.info("calibrating BM25 on %d synthetic families (an eighth of the largest index to predict; once, cached "
+                 "in %s)", families, cache)
+        points.append(_bm25_point(families, *threads))
+    points.sort(key=lambda p: p["chars"])
+    if enc_key not in known:
+        log.info("calibrating the encoder on this machine (cached in %s)", cache)
+    encoder = known.get(enc_key) or _calibrate_encoder(e)
+    _write(cache, {**_read(cache), bm25_key: points, enc_key: encoder})
+    return {"bm25_points": points, **encoder}
 
 
-def _words(n: int, seed: int = 0, vocab: int = 50_000) -> str:
-    """``n`` words drawn from a Zipf law over ``vocab`` words, as in real text: search cost per
-    term depends on posting lengths, which a uniform vocabulary would make far too long."""
+def _bm25_point(families: int, index_threads: int, search_threads: int, queries: int = 60) -> dict:
+    """Seconds of each BM25 stage on ``families`` synthetic families (FULL view, POINT_LENGTH-word
+    passages) and search seconds per distinct query term (Heaps' estimate, as the estimate uses)."""
     import numpy as np
 
-    rng = np.random.default_rng(seed)
-    ranks = np.arange(1, vocab + 1)
-    p = 1.0 / ranks
-    return " ".join(f"w{i}x" for i in rng.choice(vocab, size=n, p=p / p.sum()))
+    from . import passages
+    from .backends import bm25
+    from .data import synthetic
+
+    rng = np.random.default_rng(families)
+    words = FAMILY_CHARS // synthetic.CHARS_PER_WORD
+    split = lambda t: passages.word_windows(t, POINT_LENGTH, POINT_LENGTH)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp:
+        tmp = Path(tmp)
+        docs = [(f"D{i}", t) for i, t in enumerate(synthetic.texts(families, words, rng))]
+        chars = sum(len(t) for _, t in docs)
+        t0 = time.perf_counter()
+        passages.write_units(passages.units(docs, split), tmp / "alone")
+        passaging = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bm25._index_fed(lambda sink: passages.write_units(passages.units(docs, split), tmp / "units", sink=sink),
+                        tmp / "units", tmp / "streamed", index_threads, False)
+        streamed = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        bm25.index_file(tmp / "units", tmp / "file", index_threads, False)
+        index_file = time.perf_counter() - t0
+        q_texts = synthetic.texts(queries, QUERY_CHARS // synthetic.CHARS_PER_WORD, rng)
+        topics = {f"q{i}": t for i, t in enumerate(q_texts)}
+        index = tmp / "file" / "index"
+        few = dict(list(topics.items())[:queries // 4])
+        bm25.search(index, few, 0.9, 0.4, 1000, search_threads)  # warm-up
+        _, t_few, _ = bm25.search(index, few, 0.9, 0.4, 1000, search_threads)
+        _, t_all, _ = bm25.search(index, topics, 0.9, 0.4, 1000, search_threads)
+    q_chars = float(np.mean([len(t) for t in q_texts]))
+    terms = distinct_terms(q_chars / 6.0)
+    per_term = max(t_all - t_few, 1e-9) / ((queries - len(few)) * terms)
+    return {"families": families, "chars": chars, "passaging_s": passaging, "streamed_s": streamed,
+            "index_file_s": index_file, "search_s_per_term": per_term,
+            "search_fixed_s": max(t_few - len(few) * terms * per_term, 0.0), "query_chars": q_chars,
+            "index_threads": index_threads, "search_threads": search_threads}
+
+
+def at(points: list[dict], field: str, chars: float) -> float:
+    """``field`` of the BM25 points at an index of ``chars`` characters: linear between the two
+    points around it, or along the line through the two nearest points outside their range."""
+    xs = [p["chars"] for p in points]
+    ys = [p[field] for p in points]
+    if len(xs) == 1:
+        return ys[0] * chars / xs[0] if field.endswith("_s") else ys[0]
+    i = min(max(bisect.bisect_left(xs, chars), 1), len(xs) - 1)
+    slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
+    return max(ys[i - 1] + slope * (chars - xs[i - 1]), 0.0)
 
 
 def distinct_terms(words: float) -> float:
@@ -105,45 +182,17 @@ def distinct_terms(words: float) -> float:
     return 5.5 * max(words, 1.0) ** 0.6
 
 
-def _calibrate_bm25() -> dict:
-    """Passaging and indexing rates, and BM25 search as seconds per distinct query term =
-    fixed + per_char * corpus characters, fitted on two index sizes."""
-    from . import passages
-    from .backends import bm25
-
-    topics = {f"q{i}": _words(200, 10_000 + i) for i in range(60)}
-    terms = sum(len(set(t.split())) for t in topics.values())
-    rates, per_term = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for n in (400, 1600):
-            tmp_n = Path(tmp) / str(n)
-            docs = [(f"D{i}", _words(600, i)) for i in range(n)]
-            chars = sum(len(t) for _, t in docs)
-            t0 = time.perf_counter()
-            passages.write_units(passages.units(docs, lambda t: passages.word_windows(t, 128, 128)), tmp_n / "units")
-            t1 = time.perf_counter()
-            bm25.build_index(tmp_n / "units", tmp_n / "index", 2)
-            t2 = time.perf_counter()
-            bm25.search(tmp_n / "index", topics, 0.9, 0.4, 1000, 2)  # warm-up
-            t3 = time.perf_counter()
-            bm25.search(tmp_n / "index", topics, 0.9, 0.4, 1000, 2)
-            per_term[chars] = (time.perf_counter() - t3) / terms
-            rates = {"passaging_chars_s": chars / (t1 - t0), "indexing_chars_s": chars / (t2 - t1)}
-    (c1, s1), (c2, s2) = sorted(per_term.items())
-    slope = max((s2 - s1) / (c2 - c1), 0.0)
-    return {**rates, "bm25_s_per_term": max(s1 - slope * c1, 0.0), "bm25_s_per_term_char": slope}
-
-
 def _calibrate_encoder(e) -> dict:
     import numpy as np
 
     from .backends.dense import make_encoder
+    from .data import synthetic
 
     make_encoder(e)  # the first load also imports torch and transformers, once per process
     t0 = time.perf_counter()
     enc = make_encoder(e)
     load = time.perf_counter() - t0
-    sample = _words(4000, 7)
+    sample = synthetic.texts(1, 4000, np.random.default_rng(7))[0]
     per_seq = {}
     for length in (64, 256):
         ids = enc.tokenizer(sample, add_special_tokens=False)["input_ids"][:length - 2]
@@ -164,7 +213,7 @@ def _calibrate_encoder(e) -> dict:
     index.search(x[:200], 100)
     flat = (time.perf_counter() - t0) / (200 * 20000 * 384)
     return {"model_load_s": load, "encode_a": max(a, 1e-9), "encode_b": max(b, 0.0),
-            "flat_s_per_mac": flat}
+            "flat_s_per_mac": flat, "encoder_lengths": [64, 256]}
 
 
 # ----------------------------------------------------------------------------- estimate
@@ -185,33 +234,48 @@ def unit_shape(units, size: dict, c: dict, cfg) -> tuple[float, float]:
     return words / p["stride"] + fam / 2, min(p["length"] * 6.0 / c["chars_per_token"], cfg.encoder.max_length)
 
 
-def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0) -> Counter:
-    """Predicted seconds per artifact kind for the nodes whose keys are in ``missing``."""
+def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, reach: dict | None = None) -> Counter:
+    """Predicted seconds per artifact kind for the nodes whose keys are in ``missing``. ``reach``
+    (optional) gets, per kind, the largest index (characters) or sequence (tokens) it predicts for."""
     out = Counter()
-    overlapped = set()
+    reach = {} if reach is None else reach
+    points = c["bm25_points"]
+    streamed = set()
     nq = size["queries"]
+
+    def reached(kind, x):
+        reach[kind] = max(reach.get(kind, 0.0), float(x))
+
     for n in nodes:
         if n.key not in missing:
             continue
         p = n.params
         if n.kind == "units":
-            out["units"] += view_chars(size, p["view"]) / c["passaging_chars_s"]
+            chars = view_chars(size, p["view"])
+            out["units"] += at(points, "passaging_s", chars)
+            reached("units", chars)
         elif n.kind == "lucene":
-            indexing = view_chars(size, _view(n)) / c["indexing_chars_s"]
-            out["lucene"] += indexing
-            if n.parents[0].key in missing and n.parents[0].key not in overlapped:  # units written while indexed
-                overlapped.add(n.parents[0].key)
-                out["units"] -= min(indexing, view_chars(size, _view(n)) / c["passaging_chars_s"])
+            chars = view_chars(size, _view(n))
+            reached("lucene", chars)
+            units = n.parents[0].key
+            if units in missing and units not in streamed:  # units written while they are indexed
+                streamed.add(units)
+                out["lucene"] += max(at(points, "streamed_s", chars) - at(points, "passaging_s", chars), 0.0)
+            else:
+                out["lucene"] += at(points, "index_file_s", chars)
         elif n.kind == "embeddings":
             count, length = unit_shape(n.parents[0], size, c, cfg)
             out["embeddings"] += count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
+            reached("embeddings", length + 2)
         elif n.kind == "faiss":
             out["faiss"] += 0.05
         elif n.kind == "unit_run":
             q_chars = view_chars(size, p["query_view"], query=True)
             if p["backend"] == "bm25":
+                chars = view_chars(size, _view(n))
+                reached("unit_run", chars)
                 terms = max(1, nq) * distinct_terms(q_chars / max(1, nq) / 6.0)
-                out["unit_run"] += terms * (c["bm25_s_per_term"] + view_chars(size, _view(n)) * c["bm25_s_per_term_char"]) + 0.5
+                out["unit_run"] += terms * at(points, "search_s_per_term", chars) + at(points, "search_fixed_s", chars)
             else:
                 count, _ = unit_shape(_units_node(n), size, c, cfg)
                 q_len = min(q_chars / max(1, nq) / c["chars_per_token"], cfg.encoder.max_length)
@@ -234,14 +298,49 @@ def _view(n) -> str:
     return _units_node(n).params["view"]
 
 
+def bm25_reach(nodes, missing: set, size: dict) -> float:
+    """The largest BM25 index (characters of its view) the estimate has to predict."""
+    return max([view_chars(size, _view(n)) for n in nodes if n.key in missing and n.kind == "lucene"], default=0.0)
+
+
+BM25_LINES = {"units": "passaging", "lucene": "indexing", "unit_run": "BM25 search"}
+
+
+def calibration_ranges(c: dict, reach: dict) -> list[str]:
+    """One line per predicted stage: what it was calibrated on and how far the estimate reaches."""
+    pts = c["bm25_points"]
+    lo, hi = pts[0]["chars"], pts[-1]["chars"]
+    lines = []
+    for kind, what in BM25_LINES.items():
+        if kind in reach:
+            x = reach[kind] / hi
+            note = f"extrapolated {x:.1f}x past it" if x > 1.0 else "within it"
+            lines.append(f"    {kind:12s} {what} calibrated on {_mb(lo)}-{_mb(hi)} of synthetic text "
+                         f"({len(pts)} points); reaches {_mb(reach[kind])}: {note}")
+    if "embeddings" in reach:
+        lengths = c.get("encoder_lengths", [64, 256])
+        lines.append(f"    {'embeddings':12s} encoder timed at {lengths[0]}-{lengths[-1]} tokens; reaches "
+                     f"{reach['embeddings']:.0f} tokens")
+    lines.append(f"    {'other':12s} run files and scoring: fixed per-query costs, not calibrated")
+    return lines
+
+
 def report(nodes, missing: set, size: dict, c: dict, cfg, gpu_speedup: float) -> str:
-    cpu, gpu = estimate(nodes, missing, size, c, cfg), estimate(nodes, missing, size, c, cfg, gpu_speedup)
+    reach: dict = {}
+    cpu, gpu = estimate(nodes, missing, size, c, cfg, reach=reach), estimate(nodes, missing, size, c, cfg, gpu_speedup)
     lines = ["  predicted time of what is not cached (this machine's throughputs; GPU: encoder x"
              f"{gpu_speedup:g}, assumed):"]
     for kind in sorted(cpu, key=lambda k: -cpu[k]):
         lines.append(f"    {kind:12s} CPU {_fmt(cpu[kind]):>9s}   GPU {_fmt(gpu[kind]):>9s}")
     lines.append(f"    {'total':12s} CPU {_fmt(sum(cpu.values())):>9s}   GPU {_fmt(sum(gpu.values())):>9s}")
-    return "\n".join(lines)
+    lines.append(f"  sizes: {size.get('source', 'measured on the data')}; {c['chars_per_token']:.2f} characters per "
+                 f"encoder token ({size.get('chars_per_token_source', 'measured on the corpus with the tokenizer')})")
+    lines.append("  calibration (per line):")
+    return "\n".join(lines + calibration_ranges(c, reach))
+
+
+def _mb(chars: float) -> str:
+    return f"{chars / 1e6:,.0f} MB" if chars >= 1e7 else f"{chars / 1e6:.1f} MB"
 
 
 def _fmt(s: float) -> str:

@@ -14,9 +14,16 @@ queries.
 
 ``guard=ALL`` makes the choice constrained: the best ``subset`` mean among configurations whose
 ``guard`` mean is at least the baseline's on the same queries (e.g. more OUT-domain prior art
-without losing overall quality). The selected configuration is compared with the baseline
-(``rrf_doc`` with K=60 and no lever, by default) by paired tests per subset and measure, Holm-corrected
-over that family of tests (:func:`harness.compare.paired`).
+without losing overall quality).
+
+Significance (:mod:`harness.significance`). The headline ``held-out test:`` pairs the
+cross-validated choice's out-of-fold scores (each query scored by the configuration chosen
+without it) with the baseline's (``rrf_doc`` with K=60 and no lever, by default) on the same
+queries: delta, 95% CI, paired t and randomisation p. Testing the best-of-grid winner on the
+queries that chose it would be the winner's curse; that lead is shown only with a p-value
+corrected for the number of candidates (max-statistic sign-flip test). The held-out scores are
+also compared per subset and measure, Holm-corrected over that family of tests
+(:func:`harness.compare.paired`).
 
 Only finished score artifacts are read (each experiment's ``per_query.csv``): nothing is searched
 again. The sweep's experiments are the rows of its report (``runs/report/<sweep>/results.csv``),
@@ -72,12 +79,13 @@ def cross_validate(scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame |
                    baseline: str | None = None) -> dict:
     """k-fold selection (module docstring). ``scores``: queries x configurations of the target
     subset (a query without positives in it is absent); ``folds``: fold of every query."""
-    held, held_guard, held_base, chosen = [], [], [], []
+    held, held_guard, held_base, chosen, picks = [], [], [], [], {}
     for f in sorted(folds.unique()):
         train = folds.index[folds != f]
         test = folds.index[folds == f]
         pick = choose(scores, train, guard, baseline)
         chosen.append(pick)
+        picks.update(dict.fromkeys(test, pick))
         held.append(scores.loc[scores.index.intersection(test), pick])
         if guard is not None:
             held_guard.append(guard.loc[guard.index.intersection(test), pick])
@@ -87,38 +95,58 @@ def cross_validate(scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame |
     best = float(scores[selected].mean())
     estimate = float(pooled.mean())
     out = {"cv_estimate": estimate, "best_of_grid": best, "optimism_gap": best - estimate, "selected": selected,
-           "fold_choices": chosen, "queries": int(len(pooled))}
+           "fold_choices": chosen, "queries": int(len(pooled)), "held_out": pooled,
+           "picks": pd.Series(picks, name="configuration").sort_index()}
     if guard is not None:  # does the constraint hold on held-out queries too?
         out["guard_cv_estimate"] = float(pd.concat(held_guard).mean())
         out["guard_baseline"] = float(pd.concat(held_base).mean())
     return out
 
 
+def held_out_table(tables: dict[str, pd.DataFrame], picks: pd.Series) -> pd.DataFrame:
+    """Per-query scores (every subset and measure) of the cross-validated choice: each query as
+    scored by the configuration chosen on the other folds (``picks``: query -> configuration)."""
+    parts = [tables[name][tables[name]["query_id"].isin(qs.index)] for name, qs in picks.groupby(picks)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def selection_tests(tables: dict[str, pd.DataFrame], target: pd.DataFrame, guard: pd.DataFrame | None,
+                    fold: pd.Series, cv: dict, baseline: str, seed: int = 0) -> dict:
+    """The held-out test of the cross-validated choice against the baseline, for the selection's
+    subset and measure and for every other one, Holm-corrected over those, and the best-of-grid
+    lead corrected for the number of candidates (:mod:`harness.significance`)."""
+    from .compare import paired
+    from .significance import cv_test, max_statistic_test
+
+    def diffs(m):
+        return m.sub(m[baseline], axis=0)
+
+    judged = tables[baseline]
+    pairs = list(judged[["subset", "measure"]].drop_duplicates().itertuples(index=False, name=None))
+    res = cv_test(diffs(target), fold, None if guard is None else diffs(guard),
+                  {f"{m}/{s}": diffs(matrix(tables, s, m)) for s, m in pairs}, seed)
+    held = held_out_table(tables, cv["picks"])
+    rows = []
+    for s, m in pairs:
+        h = held[(held["subset"] == s) & (held["measure"] == m)].set_index("query_id")["value"]
+        b = judged[(judged["subset"] == s) & (judged["measure"] == m)].set_index("query_id")["value"]
+        common = b.index.intersection(h.index)
+        base = paired(b.loc[common].to_numpy(float), h.loc[common].to_numpy(float))
+        rows.append({"subset": s, "measure": m, **{k: base[k] for k in ("queries", "mean", "baseline_mean", "wins",
+                                                                         "losses", "ties")},
+                     **{k: res[f"{m}/{s}"][k] for k in ("delta", "ci95_low", "ci95_high", "p")}})
+    tests = pd.DataFrame(rows)
+    tests["p_holm"] = holm(tests["p"])
+    head = {**res["target"], "mean": cv["cv_estimate"], "baseline_mean": float(target.loc[cv["held_out"].index,
+                                                                                            baseline].mean())}
+    grid = max_statistic_test(diffs(target).to_numpy(), list(target.columns).index(cv["selected"]), seed)
+    return {"held_out_test": head, "best_of_grid_test": grid, "tests": tests.to_dict("records")}
+
+
 def holm(pvalues) -> np.ndarray:
     from statsmodels.stats.multitest import multipletests
 
     return multipletests(np.asarray(pvalues, float), method="holm")[1] if len(pvalues) else np.array([])
-
-
-def paired_tests(tables: dict[str, pd.DataFrame], system: str, baseline: str) -> pd.DataFrame:
-    """Paired t and Wilcoxon tests of ``system`` against ``baseline`` per subset and measure, with
-    Holm's correction over all of them."""
-    from .compare import paired
-
-    a = tables[system].set_index(["subset", "measure", "query_id"])["value"].sort_index()
-    b = tables[baseline].set_index(["subset", "measure", "query_id"])["value"].sort_index()
-    rows = []
-    for (subset, measure), base in b.groupby(level=[0, 1], sort=False):
-        base = base.droplevel([0, 1])
-        other = a.loc[(subset, measure)] if (subset, measure) in a.index.droplevel(2) else pd.Series(dtype=float)
-        common = base.index.intersection(other.index)
-        rows.append({"subset": subset, "measure": measure,
-                     **paired(base.loc[common].to_numpy(float), other.loc[common].to_numpy(float))})
-    out = pd.DataFrame(rows)
-    if len(out):
-        out["p_t_holm"] = holm(out["p_t"])
-        out["p_wilcoxon_holm"] = holm(out["p_wilcoxon"])
-    return out
 
 
 def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.DataFrame:
@@ -184,7 +212,8 @@ def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", 
     has_out = set(judged.loc[judged["subset"] == "OUT", "query_id"])
     fold = stratified_folds(all_q, {q: q in has_out for q in all_q}, folds, seed)
     cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None)
-    tests = paired_tests(tables, cv["selected"], base["tag"])
+    significance = selection_tests(tables, target, guard_m, fold, cv, base["tag"], seed)
+    cv.pop("picks"), cv.pop("held_out")
     by_tag = {r["tag"]: r for r in rows + [base]}
     chosen = by_tag[cv["selected"]]
     return {"sweep": sweep, "metric": metric, "subset": subset, "guard": guard, "folds": folds, "seed": seed,
@@ -193,28 +222,37 @@ def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", 
             "selected_means": {f"{m}/{s}": chosen.get(f"{m}/{s}") for m in chosen.get("metrics", [metric]) for s in SUBSETS},
             "baseline": base["tag"], "baseline_scores_key": base["scores_key"],
             "baseline_means": {f"{m}/{s}": base.get(f"{m}/{s}") for m in base.get("metrics", [metric]) for s in SUBSETS},
-            "fold_choice_counts": pd.Series(cv["fold_choices"]).value_counts().to_dict(),
-            "tests": tests.to_dict("records"), "selected_config": chosen.get("config")}
+            "fold_choice_counts": pd.Series(cv["fold_choices"]).value_counts().to_dict(), **significance,
+            "selected_config": chosen.get("config")}
 
 
 def format_summary(out: dict) -> str:
     g = f", guard {out['guard']} >= baseline" if out["guard"] else ""
+    h, b = out["held_out_test"], out["best_of_grid_test"]
     lines = [f"select: sweep {out['sweep']}, {out['configurations']} configurations, {out['folds']}-fold CV (seed "
              f"{out['seed']}), {out['metric']} on {out['subset']}{g}",
+             f"held-out test: delta {h['delta']:+.4f} (95% CI {h['ci95_low']:+.4f} to {h['ci95_high']:+.4f}), "
+             f"p = {h['p']:.3g}; {out['metric']} {out['subset']} {h['mean']:.4f} vs {h['baseline_mean']:.4f} on "
+             f"{h['queries']} queries, each scored by the configuration chosen without it, vs {out['baseline']} "
+             f"(paired randomisation test of the whole cross-validated choice, {h['resamples']:,} sign flips; "
+             f"bootstrap CI, {h['bootstrap']:,} resamples)",
              f"  cross-validated estimate  {out['cv_estimate']:.4f}  ({out['queries']} queries)",
-             f"  best of grid              {out['best_of_grid']:.4f}",
-             f"  optimism gap              {out['optimism_gap']:+.4f}"]
+             f"  best of grid              {out['best_of_grid']:.4f}  (chosen on these queries: optimistic)",
+             f"  optimism gap              {out['optimism_gap']:+.4f}",
+             f"  best of grid vs baseline  delta {b['delta']:+.4f}, p = {b['p_max_statistic']:.3g} corrected for "
+             f"{b['candidates']} candidates (max-statistic sign-flip test, one-sided)"]
     if out.get("guard_cv_estimate") is not None:
         lines.append(f"  guard {out['guard']} held out          {out['guard_cv_estimate']:.4f} vs baseline "
                      f"{out['guard_baseline']:.4f} on the same queries")
     lines += [
-             f"  selected                  {out['selected']}",
+             f"  selected (on all queries) {out['selected']}",
              f"  chosen per fold           {out['fold_choice_counts']}",
-             f"  paired tests vs {out['baseline']} (Holm over {len(out['tests'])} tests):"]
+             f"  held-out tests of the cross-validated choice vs {out['baseline']}, every subset and measure "
+             f"(randomisation p, Holm over {len(out['tests'])} tests):"]
     for t in out["tests"]:
         lines.append(f"    {t['measure']:10s} {t['subset']:4s} {t['mean']:.4f} vs {t['baseline_mean']:.4f} "
-                     f"(delta {t['delta']:+.4f}, {t['wins']}/{t['losses']} wins/losses)  p_t {t['p_t']:.3g} -> "
-                     f"Holm {t['p_t_holm']:.3g}; Wilcoxon {t['p_wilcoxon']:.3g} -> Holm {t['p_wilcoxon_holm']:.3g}")
+                     f"(delta {t['delta']:+.4f}, CI {t['ci95_low']:+.4f} to {t['ci95_high']:+.4f}, {t['wins']}/"
+                     f"{t['losses']} wins/losses)  p {t['p']:.3g} -> Holm {t['p_holm']:.3g}")
     return "\n".join(lines)
 
 

@@ -170,11 +170,13 @@ def cost_estimate(nodes, info, datasets) -> str:
     ds = datasets.get(cfg)
     store = info["store"]
     if hasattr(ds, "published"):
-        size = {"chars_per_token": 4.0, **ds.published}
+        size = {"chars_per_token": 4.0, **ds.published, "source": "dataset.published (the data is not here)",
+                "chars_per_token_source": "assumed: no text to measure"}
     else:
         size = {**cost.sizes(ds, store.root), "chars_per_token": cost.chars_per_token(ds, cfg.encoder)}
     missing = {n.key for n in nodes if n.kind != "dataset" and (ds.fingerprint == "published-size" or not store.exists(n))}
-    calibration = {**cost.calibrate(store.root, cfg.encoder), "chars_per_token": size["chars_per_token"]}
+    calibration = {**cost.calibrate(store.root, cfg, cost.bm25_reach(nodes, missing, size)),
+                   "chars_per_token": size["chars_per_token"]}
     return cost.report(nodes, missing, size, calibration, cfg, float(cfg.cost.gpu_speedup))
 
 
