@@ -20,7 +20,7 @@ what Anserini does alone on the same input:
   another analyzer) against SearchCollection on the first ``--bm25s-passages`` passages, and the
   dense encoder's throughput of 512-token passages on CPU (and on a GPU in float16, if present).
 
-    python bench/dapfam_scale.py                      # full size: about 45 minutes on 2 cores
+    python bench/dapfam_scale.py                      # full size (README: how long it takes)
     python bench/dapfam_scale.py --families 3000      # the quick version make bench runs
     python bench/dapfam_scale.py --search-rounds 2    # plus warm alternating search rounds
 """
@@ -106,7 +106,7 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
 
 def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
     """Alternate the harness's search and SearchCollection on one index, best of each (after the
-    whole-path run both are warm): the fair figure, since one cold run at full size varies by ~10%."""
+    whole-path run both are warm): the fair figure, since one cold run varies from run to run."""
     from harness.backends import bm25 as lucene
     from harness.data.qrels import write_trec_topics
     from jnius import autoclass

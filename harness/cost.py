@@ -60,7 +60,8 @@ def sizes(ds, root: Path) -> dict:
 
 
 def chars_per_token(ds, encoder_cfg, sample: int = 200) -> float:
-    """Characters per encoder token on a sample of the corpus's full text (patents: about 4)."""
+    """Characters per encoder token on a sample of the corpus's full text, with the encoder's own
+    tokenizer."""
     from transformers import AutoTokenizer
 
     from .backends.dense import resolve_model
@@ -93,9 +94,9 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
     passaging alone, passaging streamed into IndexCollection, IndexCollection over finished units
     (:func:`harness.backends.bm25.index_file`), and search with TAC-length queries. Two small points
     are always measured; when ``reach_chars`` (the largest index the estimate must predict) is more
-    than ``REACH`` times the largest point, one more point at an eighth of it is measured once (a
-    few minutes at DAPFAM's size) and cached, so no line is extrapolated far past what was
-    measured. The encoder is timed per model, length and dtype."""
+    than ``REACH`` times the largest point, two more points, at a 32nd and an eighth of it, are
+    measured once and cached, so no line is extrapolated far past what was measured and the slope
+    beyond the last point is measured near it. The encoder is timed per model, length and dtype."""
     cache = Path(root) / "indexes" / "calibration.json"
     host = f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}"
     e = cfg.encoder
@@ -110,16 +111,43 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
     for families in todo:
         points.append(_bm25_point(families, *threads))
     if reach_chars > REACH * max(p["chars"] for p in points):
-        families = int(math.ceil(reach_chars / 8 / FAMILY_CHARS))
-        log.info("calibrating BM25 on %d synthetic families (an eighth of the largest index to predict; once, cached "
-                 "in %s)", families, cache)
-        points.append(_bm25_point(families, *threads))
+        # two points near the target, 4x apart: the slope beyond them is measured where it applies
+        for part in (32, 8):
+            families = int(math.ceil(reach_chars / part / FAMILY_CHARS))
+            log.info("calibrating BM25 on %d synthetic families (1/%d of the largest index to predict; once, cached in "
+                     "%s)", families, part, cache)
+            points.append({**_bm25_point(families, *threads, queries=300), "near_target": True})
     points.sort(key=lambda p: p["chars"])
+    runs_key = f"{host}|runs"
+    runs = known.get(runs_key) or _calibrate_runs()
     if enc_key not in known:
         log.info("calibrating the encoder on this machine (cached in %s)", cache)
     encoder = known.get(enc_key) or _calibrate_encoder(e)
-    _write(cache, {**_read(cache), bm25_key: points, enc_key: encoder})
-    return {"bm25_points": points, **encoder}
+    _write(cache, {**_read(cache), bm25_key: points, enc_key: encoder, runs_key: runs})
+    return {"bm25_points": points, **encoder, **runs}
+
+
+def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
+    """Seconds per input row of a run stage (read the unit run, aggregate, cut, write), on a
+    synthetic passage run of ``queries`` x ``depth`` rows."""
+    import numpy as np
+    import pandas as pd
+
+    from .aggregate import aggregate
+    from .runs import read_trec, top_k, write_trec
+
+    rng = np.random.default_rng(0)
+    run = pd.DataFrame({"query_id": np.repeat([f"q{i}" for i in range(queries)], depth),
+                        "doc_id": [f"FAM{d:07d}#{p}" for d, p in zip(rng.integers(0, 50_000, queries * depth),
+                                                                     rng.integers(0, 20, queries * depth))],
+                        "score": rng.random(queries * depth)})
+    with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp:
+        write_trec(run.assign(rank=run.groupby("query_id").cumcount() + 1), Path(tmp) / "units.trec", "u")
+        t0 = time.perf_counter()
+        out = top_k(aggregate(read_trec(Path(tmp) / "units.trec"), "maxp"), 100)
+        write_trec(out, Path(tmp) / "family.trec", "f")
+        seconds = time.perf_counter() - t0
+    return {"run_s_per_row": seconds / (queries * depth)}
 
 
 def _bm25_point(families: int, index_threads: int, search_threads: int, queries: int = 60) -> dict:
@@ -166,19 +194,25 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
 
 def at(points: list[dict], field: str, chars: float) -> float:
     """``field`` of the BM25 points at an index of ``chars`` characters: linear between the two
-    points around it, or along the line through the two nearest points outside their range."""
+    points around it; past the largest, along the line through the two points calibrated near
+    the target (4x apart, many queries: the small points' noise would swamp the slope)."""
     xs = [p["chars"] for p in points]
     ys = [p[field] for p in points]
     if len(xs) == 1:
         return ys[0] * chars / xs[0] if field.endswith("_s") else ys[0]
+    if chars > xs[-1]:
+        near = [(p["chars"], p[field]) for p in points if p.get("near_target")][-2:]
+        (x0, y0), (x1, y1) = near if len(near) == 2 else list(zip(xs, ys))[-2:]
+        return max(ys[-1] + max((y1 - y0) / (x1 - x0), 0.0) * (chars - xs[-1]), 0.0)
     i = min(max(bisect.bisect_left(xs, chars), 1), len(xs) - 1)
     slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
     return max(ys[i - 1] + slope * (chars - xs[i - 1]), 0.0)
 
 
 def distinct_terms(words: float) -> float:
-    """Distinct analysed terms of a query of ``words`` words (Heaps' law; 5,000 characters of
-    patent text are about 316 distinct terms after stemming and stopwords)."""
+    """Distinct analysed terms of a query of ``words`` words (Heaps' law, K = 5.5, beta = 0.6). The
+    calibration divides by the same function, so its error cancels for queries of the length the
+    points were measured with (TAC-like)."""
     return 5.5 * max(words, 1.0) ** 0.6
 
 
@@ -281,11 +315,18 @@ def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, re
                 q_len = min(q_chars / max(1, nq) / c["chars_per_token"], cfg.encoder.max_length)
                 out["unit_run"] += (nq * seq_seconds(c, q_len + 2, gpu) + c["model_load_s"]
                                     + nq * count * 384 * c["flat_s_per_mac"])
-        elif n.kind in ("family_run", "fused_run", "reranked_run"):
-            out[n.kind] += 0.1 + 2e-6 * nq * 1000
+        elif n.kind == "family_run":
+            out[n.kind] += 0.1 + c["run_s_per_row"] * nq * _depth(n)
+        elif n.kind in ("fused_run", "reranked_run"):  # inputs of up to search.k rows per query each
+            out[n.kind] += 0.1 + c["run_s_per_row"] * nq * 100 * max(1, len(n.parents))
         elif n.kind == "scores":
             out["scores"] += 0.15 + 1e-3 * nq
     return out
+
+
+def _depth(family_run) -> int:
+    unit_run = family_run.parents[0]
+    return int(unit_run.params.get("depth", 1000))
 
 
 def _units_node(n):

@@ -7,16 +7,22 @@ the retrieved list. Averages are over the queries that have at least one positiv
 mean rather than counted as 0. A query that *has* positives but retrieved nothing scores 0
 (trec_eval's ``-c``), so an empty query text cannot inflate a mean.
 
+Each subset's qrels also carry the other judged documents of its queries with relevance 0
+(DAPFAM's sampled ``NC`` negatives; :func:`harness.data.qrels.judgments`): no measure that counts
+relevant documents changes, and Judged@k or Bpref see what was judged.
+
 Grades are used as the qrels give them (graded nDCG); fractional grades are scaled to the
-integers pytrec_eval needs by :func:`harness.data.qrels.integer_grades`, which changes neither
-nDCG nor any binarising measure.
+integers pytrec_eval needs by :func:`harness.data.qrels.integer_grades`. That changes neither
+linear-gain nDCG nor a measure that binarises at the default level (grade > 0 is relevant), and
+any other measure (ERR, exponential-gain or explicit-gain nDCG, ``rel=`` thresholds) is refused
+on such qrels by :func:`check_grade_scaling` rather than computed on scaled grades.
 """
 from __future__ import annotations
 
 import ir_measures
 import pandas as pd
 
-from .data.qrels import SUBSETS, integer_grades
+from .data.qrels import SUBSETS, grade_scale, integer_grades
 
 DEFAULT_MEASURES = ("nDCG@100", "R@100")
 
@@ -58,10 +64,39 @@ def evaluator(measures, qrels: pd.DataFrame):
     return ir_measures.evaluator(measures, qrels)
 
 
+# Measures whose value a common factor on every grade leaves unchanged: linear-gain nDCG, and the
+# measures that binarise grades at the default level (every positive grade is relevant).
+BINARISING = {"R", "P", "AP", "RR", "Bpref", "Judged", "Rprec", "SetP", "SetR", "SetF", "SetAP", "Success", "IPrec",
+              "NumRet", "NumRel", "NumRelRet", "infAP"}
+
+
+def scale_invariant(measure) -> bool:
+    p = measure.params
+    if measure.NAME == "nDCG":
+        return p.get("gains") is None and p.get("dcg", "log2") == "log2"
+    return measure.NAME in BINARISING and p.get("rel", 1) == 1
+
+
+def check_grade_scaling(measures, qrels: pd.DataFrame) -> None:
+    """Refuse measures that would be computed on scaled grades (module docstring)."""
+    from .config import ConfigError
+
+    scale = grade_scale(qrels)
+    bad = [str(m) for m in measures if not scale_invariant(m)]
+    if scale > 1 and bad:
+        example = qrels.loc[qrels["relevance"].astype(float) % 1 != 0, "relevance"].iloc[0]
+        raise ConfigError(f"metrics: {', '.join(bad)} depend(s) on the grade values, and these qrels have fractional "
+                         f"grades (e.g. {example:g}) that pytrec_eval can only take multiplied by {scale}: the measure "
+                         f"would see {example * scale:g}. Fix: use linear-gain nDCG or measures that binarise "
+                         f"(R, P, AP, RR at the default rel=1), or give integer grades.")
+
+
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES) -> pd.DataFrame:
-    """``(query_id, measure, value)`` for every query in ``qrels``; missing queries score 0."""
+    """``(query_id, measure, value)`` for every query with a positive in ``qrels``; missing
+    queries score 0. Rows with relevance 0 are judged non-relevant documents."""
     ms = parse_measures(measures)
-    qids = sorted(qrels["query_id"].unique())
+    check_grade_scaling(ms, qrels)
+    qids = sorted(qrels.loc[qrels["relevance"].astype(float) > 0, "query_id"].unique())
     if not qids:
         return pd.DataFrame(columns=["query_id", "measure", "value"])
     ev = evaluator(ms, integer_grades(qrels[["query_id", "doc_id", "relevance"]]))
@@ -76,7 +111,7 @@ def score(run: pd.DataFrame, dataset, measures=DEFAULT_MEASURES, subsets=SUBSETS
     """Per-query table over subsets: ``(subset, query_id, measure, value)``."""
     parts = []
     for s in subsets:
-        pq = per_query(run, dataset.qrels(s), measures)
+        pq = per_query(run, dataset.judgments(s), measures)
         pq.insert(0, "subset", s)
         parts.append(pq)
     return pd.concat(parts, ignore_index=True)
@@ -96,7 +131,7 @@ def node(exp, run):
     from .runs import read_trec
     from .store import Artifact, write_json_atomic
 
-    art = Artifact("scores", {"metrics": exp.metrics, "qrels": exp.ds.qrels_digest, "format": 3}, (run, exp.dataset_node))
+    art = Artifact("scores", {"metrics": exp.metrics, "qrels": exp.ds.qrels_digest, "format": 4}, (run, exp.dataset_node))
 
     def build(tmp):
         run_file = exp.store.path(run) / "run.trec"

@@ -44,6 +44,8 @@ class Experiment:
         for sub in self.inputs:
             backend(str(sub.backend))
         self.cfg, self.ds, self.plan = cfg, dataset, plan
+        if getattr(dataset, "positives", None) is not None:  # measures the grades allow, before anything runs
+            evaluate.check_grade_scaling(evaluate.parse_measures(self.metrics), dataset.positives)
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}

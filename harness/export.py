@@ -3,7 +3,8 @@
     python -m harness.export dataset=local dataset.path=../shared/data/cacm-xdom out=exports/cacm [query_fields=TA]
 
 Writes ``topics.<view>.tsv`` (Anserini's TsvString topics) for every query view and
-``qrels.all.txt``, ``qrels.in.txt``, ``qrels.out.txt`` (TREC qrels, positives only):
+``qrels.all.txt``, ``qrels.in.txt``, ``qrels.out.txt`` (TREC qrels as scored: each subset's positives and,
+with relevance 0, the other documents judged for the same queries):
 
     trec_eval -m ndcg_cut.100 exports/cacm/qrels.out.txt runs/family_run/<key>/run.trec
 """
@@ -23,7 +24,7 @@ def export(ds, out: Path) -> list[Path]:
     from .data.qrels import SUBSETS, write_trec_qrels, write_trec_topics
 
     out.mkdir(parents=True, exist_ok=True)
-    written = [write_trec_qrels(ds.qrels(s), out / f"qrels.{s.lower()}.txt") for s in SUBSETS]
+    written = [write_trec_qrels(ds.judgments(s), out / f"qrels.{s.lower()}.txt") for s in SUBSETS]
     for view in V.QUERY_VIEWS:
         texts = V.render(ds.queries, V.fields(view, "query"))
         written.append(write_trec_topics(dict(zip(ds.query_ids, texts)), out / f"topics.{view}.tsv"))

@@ -34,7 +34,6 @@ def to_trecrun(run: pd.DataFrame):
 def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: list[float] | None = None,
          depth: int | None = 100, out_k: int | None = 100) -> pd.DataFrame:
     """Fuse run tables; returns a run table with the top ``out_k`` per query."""
-    from . import jvm  # noqa: F401  (pyserini.fusion imports pyserini.search)
     from pyserini.trectools import AggregationMethod, RescoreMethod, TrecRun
 
     if len(runs) < 2:
@@ -50,7 +49,7 @@ def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: li
         weights = [1.0 / len(runs)] * len(runs)
     parts = []
     for run, w in zip(runs, weights):
-        t = to_trecrun(run)
+        t = to_trecrun(top_k(run, depth) if depth else run)  # min-max over the rows that are fused
         t = t.rescore(RescoreMethod.RRF, rrf_k=int(k)) if method == "rrf" else t.rescore(RescoreMethod.NORMALIZE)
         parts.append(t if w == 1.0 else t.rescore(RescoreMethod.SCALE, scale=w))
     fused = TrecRun.merge(parts, AggregationMethod.SUM, depth=depth, k=None).run_data
@@ -60,11 +59,13 @@ def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: li
 
 
 def params_of(f, out_k: int) -> dict:
-    """The fused run's key: method, constant, depth, and weights only where they are not all 1
+    """The fused run's key: method, RRF constant, depth, and weights only where they are not all 1
     (so unweighted fusions keep the keys they always had; ``average`` has none)."""
     from .config import fusion_weights
 
-    params = {"method": str(f.method), "k": int(f.k), "depth": int(f.depth), "out_k": int(out_k)}
+    params = {"method": str(f.method), "depth": int(f.depth), "out_k": int(out_k)}
+    if str(f.method) == "rrf":  # the RRF constant; normalised-score fusions have none
+        params["k"] = int(f.k)
     weights = fusion_weights(f)
     if str(f.method) != "average" and any(w != 1.0 for w in weights):
         params["weights"] = weights
@@ -83,7 +84,7 @@ def node(exp, parts):
 
         runs = [read_trec(exp.store.path(p) / "run.trec") for p in parts]
         tag = exp.tag(art)
-        write_trec(fuse(runs, params["method"], params["k"], params.get("weights"), params["depth"], params["out_k"]),
+        write_trec(fuse(runs, params["method"], params.get("k", 60), params.get("weights"), params["depth"], params["out_k"]),
                    tmp / "run.trec", tag)
         return {"tag": tag}
 

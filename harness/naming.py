@@ -80,7 +80,7 @@ def columns(run: Artifact) -> dict:
     return {"query_fields": r["query_view"], "target_fields": u["view"], "granularity": u["granularity"],
             "passage_length": u["length"] if passage else None, "passage_stride": u["stride"] if passage else None,
             "aggregation": f["aggregation"] if passage else None, "backend": "+".join(x["backend"] for x in runs),
-            "fusion": run.params["method"] if fused else None, "fusion_k": run.params["k"] if fused else None,
+            "fusion": run.params["method"] if fused else None, "fusion_k": run.params.get("k") if fused else None,
             "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None,
             "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
             "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,

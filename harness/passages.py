@@ -154,7 +154,9 @@ def node(exp, backend, build: bool = True):
 
 def write_units(records: Iterable[dict], folder: Path, total: int | None = None, sink=None) -> dict:
     """Write units as JSON lines under ``folder/docs/`` and count them. ``sink()`` (optional)
-    opens a second text stream that gets the same lines (a named pipe an indexer reads)."""
+    opens a second text stream that gets the same lines (a named pipe an indexer reads). Each
+    line is ``json.dumps`` written by hand rather than through ``jsonlines.Writer``: the same
+    bytes go to two streams, and this loop is the hot path of passaging."""
     from contextlib import nullcontext
 
     out = folder / "docs"

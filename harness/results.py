@@ -6,12 +6,16 @@ file is rewritten under a lock, atomically.
 """
 from __future__ import annotations
 
+import io
 import json
+from functools import partial
 import logging
 from pathlib import Path
 
 import pandas as pd
 from filelock import FileLock
+
+import jsonlines
 
 from .store import write_text_atomic
 
@@ -27,7 +31,7 @@ def add_row(path: str | Path, row: dict) -> bool:
         with FileLock(str(path) + ".lock"):
             rows = read_rows(path)
             rows = [r for r in rows if r.get("scores_key") != row["scores_key"]] + [row]
-            write_text_atomic(path, "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows))
+            write_text_atomic(path, dump_rows(rows))
     except OSError as e:
         log.warning("results table %s not updated (%s): the artifact root is read-only", path, e.strerror or e)
         return False
@@ -37,22 +41,29 @@ def add_row(path: str | Path, row: dict) -> bool:
     return True
 
 
+def dump_rows(rows: list[dict]) -> str:
+    """JSON Lines text of the rows (jsonlines; keys sorted, so a table diffs cleanly)."""
+    out = io.StringIO()
+    with jsonlines.Writer(out, dumps=partial(json.dumps, sort_keys=True, default=str)) as w:
+        w.write_all(rows)
+    return out.getvalue()
+
+
 def read_rows(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
     rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ResultsError(f"{path}:{n}: not a JSON row ({e.msg}). Fix: delete that line; rerunning its experiment "
-                               f"adds it again from its cached artifacts.") from None
-        if not isinstance(row, dict) or "scores_key" not in row:
-            raise ResultsError(f"{path}:{n}: not a results row (no scores_key). Fix: delete that line.")
-        rows.append(row)
+    text = io.StringIO(path.read_text(encoding="utf-8", errors="replace"))
+    reader = jsonlines.Reader(text)
+    try:
+        for row in reader.iter(skip_empty=True):
+            if not isinstance(row, dict) or "scores_key" not in row:
+                raise ResultsError(f"{path}:{len(rows) + 1}: not a results row (no scores_key). Fix: delete that line.")
+            rows.append(row)
+    except jsonlines.InvalidLineError as e:
+        raise ResultsError(f"{path}:{e.lineno}: not a JSON row. Fix: delete that line; rerunning its experiment "
+                           f"adds it again from its cached artifacts.") from None
     return rows
 
 

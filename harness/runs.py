@@ -79,7 +79,7 @@ def read_trec(path: str | Path) -> pd.DataFrame:
 
 def _read_trec_lines(path: Path) -> pd.DataFrame:
     rows = []
-    with open(path) as f:
+    with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             parts = line.split()
             if not parts:

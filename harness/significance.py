@@ -7,8 +7,8 @@ wins partly by luck (the winner's curse): with N configurations of pure noise, t
 * :func:`cv_test` -- the cross-validated choice. Each query is scored by the configuration
   chosen on the *other* folds. Pairing those out-of-fold scores with the baseline's and running
   a t-test is still too optimistic: the folds' choices are made on overlapping queries, so the
-  held-out differences are positively correlated (on pure noise such a t-test rejects in about
-  14% of grids, ``tests/test_select.py``). So the whole procedure is tested: under the null that
+  held-out differences are positively correlated (on pure noise such a t-test rejects well above
+  its level, ``tests/test_select.py``). So the whole procedure is tested: under the null that
   no configuration differs from the baseline, the sign of each query's differences (every
   configuration, subset and measure at once) is exchangeable; the cross-validated choice is
   redone on each sign-flipped copy and its held-out mean difference is compared with the

@@ -71,3 +71,69 @@ def test_unknown_measure():
     with pytest.raises(ValueError, match="ir-measures measure name"):
         per_query(pd.DataFrame(columns=["query_id", "doc_id", "score"]),
                   pd.DataFrame([("q", "a", 1)], columns=["query_id", "doc_id", "relevance"]), ["nDCG@x"])
+
+
+# ------------------------------------------------------------------ judged non-relevant documents, grades
+def _judged_case():
+    """Q1: D1 relevant, D2 a sampled negative (NC, relevance 0), D3 never judged. Q2: only a
+    negative, so it has no positive and is not scored at all."""
+    from harness.data.qrels import judgments
+
+    pos = pd.DataFrame({"query_id": ["Q1"], "doc_id": ["D1"], "relevance": [1], "domain": ["IN"]})
+    judged = pd.DataFrame({"query_id": ["Q1", "Q1", "Q2"], "doc_id": ["D1", "D2", "D9"]})
+    return judgments(pos, judged, "ALL")
+
+
+def test_sampled_negatives_count_as_judged():
+    """Worked by hand: top 3 = D1 (relevant), D2 (judged non-relevant), D3 (unjudged): Judged@3 is
+    2/3 while P@3 is 1/3; Bpref is 1 when the relevant document precedes the negative, 0 after it."""
+    qrels = _judged_case()
+    assert sorted(qrels.itertuples(index=False, name=None)) == [("Q1", "D1", 1), ("Q1", "D2", 0)]
+    run = pd.DataFrame({"query_id": ["Q1"] * 3, "doc_id": ["D1", "D2", "D3"], "score": [3.0, 2.0, 1.0]})
+    got = per_query(run, qrels, ["Judged@3", "P@3", "Bpref"]).set_index("measure")["value"]
+    assert got["Judged@3"] == pytest.approx(2 / 3) and got["P@3"] == pytest.approx(1 / 3) and got["Bpref"] == 1.0
+    swapped = run.assign(score=[2.0, 3.0, 1.0])
+    assert per_query(swapped, qrels, ["Bpref"])["value"].tolist() == [0.0]
+
+
+def test_score_reads_the_judgments_with_negatives():
+    class Data:  # what score() needs of a dataset
+        def judgments(self, name):
+            return _judged_case()
+
+    from harness.evaluate import score
+
+    run = pd.DataFrame({"query_id": ["Q1", "Q1"], "doc_id": ["D2", "D3"], "score": [2.0, 1.0]})
+    t = score(run, Data(), ["Judged@2"], subsets=("ALL",))
+    assert t["query_id"].tolist() == ["Q1"] and t["value"].tolist() == [0.5]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_zero_rows_change_no_measure_that_counts_relevant_documents(seed):
+    rng = np.random.default_rng(seed)
+    docs = [f"d{i}" for i in range(300)]
+    pos = pd.DataFrame([(f"q{q}", d, int(rng.integers(1, 3))) for q in range(15)
+                        for d in rng.choice(docs[:150], int(rng.integers(1, 10)), replace=False)],
+                       columns=["query_id", "doc_id", "relevance"])
+    zeros = pd.DataFrame([(f"q{q}", d, 0) for q in range(18) for d in rng.choice(docs[150:], 20, replace=False)],
+                         columns=["query_id", "doc_id", "relevance"])  # q15-q17: negatives only
+    run = pd.DataFrame([(f"q{q}", d, float(np.round(rng.random(), 1))) for q in range(18)
+                        for d in rng.choice(docs, 120, replace=False)], columns=["query_id", "doc_id", "score"])
+    ms = ["nDCG@100", "R@100", "P@10", "AP@100", "RR"]
+    a = per_query(run, pos, ms)
+    b = per_query(run, pd.concat([pos, zeros]), ms)
+    pd.testing.assert_frame_equal(a, b)
+    assert per_query(run, pd.concat([pos, zeros]), ["Judged@10"])["value"].gt(0).any()
+
+
+def test_measures_that_read_grade_values_are_refused_on_scaled_grades():
+    from harness.config import ConfigError
+    from harness.evaluate import check_grade_scaling, parse_measures
+
+    fractional = pd.DataFrame({"query_id": ["q", "q"], "doc_id": ["a", "b"], "relevance": [0.5, 1.0]})
+    integer = fractional.assign(relevance=[1, 2])
+    for name in ("ERR@10", 'nDCG(dcg="exp-log2")@10', "P(rel=2)@10"):
+        with pytest.raises(ConfigError, match=r"multiplied by 10"):
+            check_grade_scaling(parse_measures([name]), fractional)
+        check_grade_scaling(parse_measures([name]), integer)  # integer grades: nothing is scaled
+    check_grade_scaling(parse_measures(["nDCG@100", "R@100", "P@10", "AP", "Judged@10", "Bpref"]), fractional)

@@ -111,8 +111,10 @@ def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypat
 
     from harness import cost
 
-    monkeypatch.setattr(cost, "calibrate", lambda root, enc: {
-        "passaging_chars_s": 1e7, "indexing_chars_s": 1e6, "bm25_s_per_term": 1e-3, "bm25_s_per_term_char": 0.0,
+    point = {"passaging_s": 1.0, "streamed_s": 2.0, "index_file_s": 1.5, "search_s_per_term": 1e-3,
+             "search_fixed_s": 0.1}
+    monkeypatch.setattr(cost, "calibrate", lambda root, cfg, reach=0: {
+        "bm25_points": [{**point, "chars": 1e6}, {**point, "chars": 4e6}], "run_s_per_row": 1e-6,
         "encode_a": 1e-4, "encode_b": 0.0, "flat_s_per_mac": 1e-10, "model_load_s": 1.0})
 
     def estimate(families):

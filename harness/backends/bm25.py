@@ -48,11 +48,10 @@ class _Pipes:
     """Text sink over named pipes, one per IndexCollection thread. Lines are gathered into chunks
     of whole lines (256 K characters) and each chunk goes to the pipe with the fewest unread bytes.
 
-    Why: with Linux's default 64 KiB pipes (about 18 passages of 512 words) and lines dealt round
-    robin, the writer and the indexing threads ran in lockstep (whenever one pipe was full the
-    writer waited while the other indexer starved): at DAPFAM's full size the streamed build took
-    1.11-1.30x IndexCollection alone, 0.78-0.89x with this (``bench/dapfam_scale.py``). Each pipe is enlarged
-    to 1 MiB where the system allows it."""
+    Why: with Linux's default 64 KiB pipes (a few dozen passages) and lines dealt round robin, the
+    writer and the indexing threads ran in lockstep (whenever one pipe was full the writer waited
+    while the other indexer starved). Each pipe is enlarged to 1 MiB where the system allows it.
+    ``bench/dapfam_scale.py`` measures the stage against IndexCollection (README)."""
 
     def __init__(self, paths: list[Path]):
         import fcntl
@@ -121,9 +120,8 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
     """Write the units and index them at once. A Python thread writes each unit to the units
     artifact and, in chunks, to ``threads`` named pipes (:class:`_Pipes`); Anserini's
     IndexCollection (in this JVM, which releases the GIL) reads the pipes as its JsonCollection, one
-    indexing thread per pipe, so passaging and indexing share the cores. At DAPFAM's full size
-    (45,336 families, 861k passages, 2 cores) the whole stage takes 0.78-0.89x IndexCollection alone on
-    the units file (``bench/dapfam_scale.py``; README). Units are the same; only Lucene's internal
+    indexing thread per pipe, so passaging and indexing share the cores (``bench/dapfam_scale.py``
+    compares the stage with IndexCollection; README). Units are the same; only Lucene's internal
     document order differs, which no ranking sees (ties are broken by document id). If another
     process builds the same units meanwhile, they are reused and indexed from disk."""
     source = exp.store.path(units)
@@ -136,8 +134,7 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
 def index_file(units_dir: Path, tmp: Path, threads: int = 2, docvectors: bool = False) -> dict:
     """Index finished units into ``tmp/index`` on ``threads`` threads. IndexCollection gives each
     input file one thread, and the units artifact is one file: its lines are dealt to ``threads``
-    pipes instead. At DAPFAM's full size on 2 cores: 165 s, against 158 s for IndexCollection over
-    the same lines in two files and 246-273 s over the one file (``bench/dapfam_scale.py`` data)."""
+    pipes instead, which indexes as fast as IndexCollection over the same lines split into files."""
     files = sorted((Path(units_dir) / "docs").glob("*.jsonl"))
     if int(threads) < 2 or len(files) != 1:
         return build_index(units_dir, tmp / "index", threads, docvectors)
@@ -260,8 +257,8 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     """BM25 search of every topic. Returns (run table, seconds spent searching, queries with no text).
 
     Runs Anserini's own ``SearchCollection`` in this JVM, writing a TREC run file that is read
-    back: pyserini's ``batch_search`` builds a Python result object per hit, which made a search
-    1.4-1.8x slower than Anserini at depth 1000 (``bench/bm25_search.py``). Same analyzer, query
+    back: pyserini's ``batch_search`` builds a Python result object per hit, which at depth 1000
+    costs more than the search (``bench/bm25_search.py`` measures what is left). Same analyzer, query
     generator (bag of words), similarity and tie-breaking (score, then doc id), so the rankings are
     Anserini's. Topics are written in Anserini's TSV format, white space folded, which analyses to
     the same terms. ``prf`` (:func:`prf_params`) adds Anserini's RM3 or Rocchio reranker, the same

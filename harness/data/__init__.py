@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from . import schema as S
-from .qrels import DomainCheck, positives, subset
+from .qrels import DomainCheck, judged_pairs, judgments, positives, subset
 from .schema import DataError
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ class Dataset:
 
     def __post_init__(self):
         self.positives, self.domain_check = positives(self.qrels_raw, self.queries, self.doc_ipc3, self.domain_source)
+        self.judged = judged_pairs(self.qrels_raw)
         both = set(self.queries[S.QUERY_ID]) & set(self.doc_ipc3)
         self.self_ids = both if self.drop_self_hits else set()
         if both:
@@ -46,11 +47,13 @@ class Dataset:
 
     @cached_property
     def qrels_digest(self) -> str:
-        """A digest of the judgments as scored (positives, grades, IN/OUT): scores are keyed by it,
-        so any option that changes them (unknown_ids, domain_source) makes other scores."""
+        """A digest of the judgments as scored (positives, grades, IN/OUT, judged non-relevant
+        documents): scores are keyed by it, so any option that changes them (unknown_ids,
+        domain_source) makes other scores."""
         import hashlib
 
-        table = self.positives.sort_values(["query_id", "doc_id"]).to_csv(index=False)
+        table = (self.positives.sort_values(["query_id", "doc_id"]).to_csv(index=False)
+                 + self.judged.sort_values(["query_id", "doc_id"]).to_csv(index=False))
         return hashlib.sha256(table.encode()).hexdigest()[:16]
 
     @property
@@ -64,6 +67,11 @@ class Dataset:
     def qrels(self, name: str = "ALL") -> pd.DataFrame:
         """Positive judgments of one subset: ALL, IN or OUT."""
         return subset(self.positives, name)
+
+    def judgments(self, name: str = "ALL") -> pd.DataFrame:
+        """One subset's qrels as scored: its positives and, with relevance 0, the other documents
+        judged for the same queries (:func:`harness.data.qrels.judgments`)."""
+        return judgments(self.positives, self.judged, name)
 
     def summary(self) -> dict:
         pos = self.positives

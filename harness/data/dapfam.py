@@ -33,8 +33,9 @@ class ParquetCorpus:
     path: Path
 
     def iter_batches(self, columns: list[str], batch_size: int = 2048) -> Iterator[pd.DataFrame]:
-        # pre_buffer=False: pyarrow's default pre-buffering held ~2 GB while streaming a 3.5 GB
-        # DAPFAM-sized corpus; without it the peak is ~0.4 GB and reading is faster (bench/dapfam_scale.py).
+        # pre_buffer=False: pyarrow's default pre-buffering holds large parts of the file in memory
+        # while streaming; without it memory stays near one record batch (bench/dapfam_scale.py
+        # prints the peak RSS of a DAPFAM-sized run).
         pf = pq.ParquetFile(self.path, pre_buffer=False)
         cols = [S.DOC_ID] + [c for c in columns if c != S.DOC_ID]
         batches = pf.iter_batches(batch_size=batch_size, columns=cols, use_threads=False)

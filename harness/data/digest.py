@@ -2,7 +2,7 @@
 
 Every artifact built from a dataset is keyed by a digest of its files, so the digest must cover
 the whole content: a corpus edited in the middle to the same size is another corpus. Hashing a
-3 GB DAPFAM corpus takes seconds, so digests are cached by ``(path, size, mtime_ns, inode)``: a
+DAPFAM-sized corpus is not free, so digests are cached by ``(path, size, mtime_ns, inode)``: a
 file that is rewritten (any edit changes mtime or inode) is hashed again, an untouched one is not.
 
 The cache is a small JSON file under the artifact root (``indexes/digests.json``); a read-only

@@ -2,8 +2,10 @@
 
 DAPFAM labels each (query, target) pair IN when the two families share at least one 3-character
 IPC code, else OUT; ``NC`` rows (relevance 0) are sampled negatives and never count as relevant.
-The subsets are built from positives only (relevance > 0), so nDCG's ideal ranking and recall's
-denominator are all of a subset's relevant documents.
+The subsets are built from positives (relevance > 0), so nDCG's ideal ranking and recall's
+denominator are all of a subset's relevant documents; as scored (:func:`judgments`) they also
+carry the other judged documents of their queries with relevance 0, for measures that read
+judged non-relevant documents.
 
 The label is also recomputed from the IPC3 lists of query and target and compared with the file's
 ``domain_rel``; disagreements are reported, and ``dataset.domain_source`` (``file`` | ``ipc3``)
@@ -86,6 +88,18 @@ def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain
     return out[["query_id", "doc_id", "relevance", "domain"]].reset_index(drop=True), check
 
 
+def grade_scale(qrels: pd.DataFrame) -> int:
+    """The power of ten :func:`integer_grades` multiplies the grades by (1: integer grades)."""
+    rel = qrels["relevance"].astype(float)
+    if (rel == rel.round()).all():
+        return 1
+    for digits in range(1, 7):
+        scaled = rel * 10 ** digits
+        if ((scaled - scaled.round()).abs() < 1e-6).all():
+            break
+    return 10 ** digits
+
+
 def integer_grades(qrels: pd.DataFrame) -> pd.DataFrame:
     """Grades as the integers trec_eval and pytrec_eval require, keeping their ratios.
 
@@ -95,15 +109,34 @@ def integer_grades(qrels: pd.DataFrame) -> pd.DataFrame:
     binarise (R, P, AP: grade >= 1) see every positive as relevant: > 0 is relevant, as documented.
     """
     rel = qrels["relevance"].astype(float)
-    if (rel == rel.round()).all():
+    scale = grade_scale(qrels)
+    if scale == 1:
         return qrels.assign(relevance=rel.astype(int))
-    for digits in range(1, 7):
-        scaled = rel * 10 ** digits
-        if ((scaled - scaled.round()).abs() < 1e-6).all():
-            break
-    ints = scaled.round().astype(int)
+    ints = (rel * scale).round().astype(int)
     ints[(rel > 0) & (ints < 1)] = 1
     return qrels.assign(relevance=ints)
+
+
+def judged_pairs(qrels: pd.DataFrame) -> pd.DataFrame:
+    """Every judged (query, document) pair, relevant or not (DAPFAM's ``NC`` rows, relevance 0, are
+    randomly sampled negatives)."""
+    out = qrels[[S.QUERY_ID, S.DOC_ID]].rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id"})
+    return out.drop_duplicates().reset_index(drop=True)
+
+
+def judgments(pos: pd.DataFrame, judged: pd.DataFrame, name: str) -> pd.DataFrame:
+    """One subset's qrels as scored: its positives, and every other judged document of the same
+    queries with relevance 0 (sampled negatives, and in IN / OUT the other subset's positives).
+
+    Zero rows change no measure that counts relevant documents (nDCG's ideal ranking and gains,
+    recall's denominator, P, AP, RR: a grade of 0 is not relevant), but measures that read judged
+    non-relevant documents (Judged@k, Bpref) see them. Queries without a positive in the subset
+    stay out of it: their rows are not added."""
+    rel = subset(pos, name)
+    others = judged[judged["query_id"].isin(set(rel["query_id"]))]
+    others = others.merge(rel[["query_id", "doc_id"]], how="left", indicator=True)
+    zeros = others[others["_merge"] == "left_only"][["query_id", "doc_id"]].assign(relevance=0)
+    return pd.concat([rel, zeros], ignore_index=True)
 
 
 def subset(pos: pd.DataFrame, name: str) -> pd.DataFrame:
