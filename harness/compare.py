@@ -171,10 +171,15 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for compare.csv, per_query.csv, by_domain.csv and per_query_differences.png")
     a = ap.parse_args(argv)
+    if not 0 < a.alpha < 1:
+        ap.error(f"--alpha {a.alpha}: expected a significance level between 0 and 1 (e.g. 0.05)")
     from .store import default_results
 
     a.results = a.results or default_results()
     names = [a.baseline] + [s for s in a.systems if s != a.baseline]
+    if len(names) < 2:
+        ap.error(f"only the baseline {a.baseline!r} was named: nothing to compare it with. Fix: name at least one "
+                 f"other system.")
     pq = load_per_query(a.results, names, a.dataset, a.where)
     table = compare(pq, a.baseline, a.alpha)
     cols = ["system", "subset", "measure", "mean", "baseline_mean", "delta", "wins", "losses", "p_t", "p_t_holm",

@@ -269,9 +269,20 @@ def fusion_weights(f) -> list[float]:
         if isinstance(w, bool) or not isinstance(w, (int, float)):
             raise ConfigError(f"{key}={w!r}: expected a number >= 0.")
         _number(w, key, 0.0)
+    if not any(weights):
+        raise ConfigError(f"{key}={weights}: every weight is 0, so every fused score would be 0 and the ranking "
+                          f"arbitrary. Fix: give at least one run a positive weight.")
     if f.method == FusionMethod.average and len(set(weights)) > 1:
         raise ConfigError("fusion.method=average takes no weights. Fix: fusion.method=interpolation.")
     return [float(w) for w in weights]
+
+
+def _unused(group, method: str, keys: tuple, schema, name: str) -> None:
+    """Refuse a setting the chosen method does not read (one left at its default is harmless)."""
+    for k in keys:
+        if getattr(group, k) != getattr(schema, k):
+            raise ConfigError(f"{name}.{k}={getattr(group, k)!r}: {name}={method} does not use it, so it would change "
+                              f"nothing. Fix: drop it, or choose the method that reads it.")
 
 
 def check_prf(p) -> None:
@@ -280,6 +291,13 @@ def check_prf(p) -> None:
     _number(p.original_query_weight, "prf.original_query_weight", 0.0, 1.0)
     _number(p.alpha, "prf.alpha", 0.0)
     _number(p.beta, "prf.beta", 0.0)
+    if p.method == PRFMethod.rm3:
+        _unused(p, "rm3", ("alpha", "beta"), PRFConf, "prf")
+    else:
+        _unused(p, "rocchio", ("original_query_weight",), PRFConf, "prf")
+        if p.alpha == 0 and p.beta == 0:
+            raise ConfigError("prf.alpha=0 and prf.beta=0: Rocchio's expanded query would be empty. Fix: a positive "
+                              "alpha (original query) or beta (feedback documents).")
 
 
 def check_dense_prf(p, search) -> None:
@@ -288,6 +306,31 @@ def check_dense_prf(p, search) -> None:
         raise ConfigError(f"dense_prf.k={p.k} > search.depth={search.depth}: feedback comes from the first search.")
     _number(p.alpha, "dense_prf.alpha", 0.0)
     _number(p.beta, "dense_prf.beta", 0.0)
+    if p.method == DensePRFMethod.average:
+        _unused(p, "average", ("alpha", "beta"), DensePRFConf, "dense_prf")
+    elif p.alpha == 0 and p.beta == 0:
+        raise ConfigError("dense_prf.alpha=0 and dense_prf.beta=0: the query vector would be zero and every score 0. "
+                          "Fix: a positive alpha (original query) or beta (feedback documents).")
+
+
+# A lever reads one backend's search; an experiment that has no such backend would drop it silently.
+LEVER_BACKEND = {"prf": "bm25", "dense_prf": "dense"}
+
+
+def check_levers(cfg) -> None:
+    """Refuse a BM25 lever on a dense-only experiment and the reverse. A fusion over both backends
+    passes its levers to the runs of the backend they belong to (:func:`harness.fuse.run_config`)."""
+    if cfg.fusion is not None and not cfg.fusion.runs:
+        backends = set(map(str, cfg.fusion.backends))
+    elif cfg.fusion is not None:
+        backends = {str(r.get("backend", cfg.backend)) for r in cfg.fusion.runs}
+    else:
+        backends = {str(cfg.backend)}
+    for lever, backend in LEVER_BACKEND.items():
+        if cfg[lever] is not None and backend not in backends:
+            raise ConfigError(f"{lever}={cfg[lever].method}: a {backend} lever, and this experiment searches with "
+                              f"{sorted(backends)} only, so it would change nothing. Fix: drop {lever}=, or use "
+                              f"backend={backend}.")
 
 
 def check_rerank(r) -> None:
@@ -332,4 +375,38 @@ def check(cfg) -> list[str]:
         check_dense_prf(cfg.dense_prf, cfg.search)
     if cfg.rerank is not None:
         check_rerank(cfg.rerank)
+    check_levers(cfg)
     return check_metrics(cfg.metrics)
+
+
+# ----------------------------------------------------------------------- overrides of unselected groups
+OPTIONAL_GROUPS = ("prf", "dense_prf", "rerank", "fusion")
+
+
+def unselected_group_keys(overrides: list[str]) -> str | None:
+    """The first ``GROUP.key=value`` override whose optional group (``prf``, ``dense_prf``,
+    ``rerank``, ``fusion``) the rest of the command line leaves unselected, as an error message, or
+    None. Hydra cannot set a key inside a group that is ``null`` and fails with an assertion."""
+    dotted = [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~").split(".", 1)[0] in OPTIONAL_GROUPS
+              and "." in o.split("=", 1)[0]]
+    if not dotted:
+        return None
+    rest = [o.split("=", 1)[0] + "=" + o.split("=", 1)[1].split(",")[0] if "=" in o else o
+            for o in overrides if o not in dotted and not o.startswith(("hydra.", "hydra/", "-"))]
+    try:
+        from hydra import compose, initialize_config_dir
+
+        from pathlib import Path
+
+        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
+            cfg = compose("config", overrides=rest)
+    except Exception:  # noqa: BLE001  (another problem: Hydra reports it as usual)
+        return None
+    for o in dotted:
+        key = o.split("=", 1)[0].lstrip("+~")
+        group = key.split(".", 1)[0]
+        if cfg.get(group) is None:
+            example = {"prf": "rm3", "dense_prf": "rocchio", "rerank": "ipc3_disjoint", "fusion": "rrf"}[group]
+            return (f"{o}: {group} is not selected (it is null), so {key} would set nothing. Fix: choose it first, "
+                    f"e.g. {group}={example} {o}")
+    return None

@@ -102,22 +102,33 @@ def _groups() -> dict:
 def run_config(cfg, overrides):
     """The config of one input run of an N-way fusion: this experiment's, without fusion and
     re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
-    A group named by a string loads ``conf/<group>/<name>.yaml``; ``weight`` is fusion's."""
+
+    Entries compose like a command line: a group chosen by name (``prf: rm3`` loads
+    ``conf/prf/rm3.yaml``) first, then dotted keys into it, whatever their order in the entry.
+    ``weight`` is fusion's. A run cannot be a fusion itself or be re-ranked (both apply to the
+    fused run: set them outside ``fusion.runs``). Levers inherited from the fused experiment go
+    only to runs of their backend (``prf`` to BM25 runs, ``dense_prf`` to dense ones)."""
     from pathlib import Path
 
     from omegaconf import OmegaConf
 
-    from .config import ConfigError, check
+    from .config import LEVER_BACKEND, ConfigError, check
 
     sub = cfg.copy()
     sub.fusion = None
     sub.rerank = None
     conf = Path(__file__).resolve().parent.parent / "conf"
     GROUPS = _groups()
-    for key, value in dict(overrides).items():
-        key = str(key)
-        if key == "weight":
-            continue
+    items = [(str(k), v) for k, v in dict(overrides).items() if str(k) != "weight"]
+    for key, _ in items:
+        if key.split(".", 1)[0] in ("fusion", "rerank"):
+            what = "a fusion itself" if key.startswith("fusion") else "re-ranked on its own"
+            raise ConfigError(f"fusion.runs: {key!r} inside a run entry: an input run cannot be {what}. Fix: set "
+                              f"{key.split('.', 1)[0]} outside fusion.runs (it applies to the fused run), or list "
+                              f"the inner fusion's runs in this one.")
+    items.sort(key=lambda kv: "." in kv[0])  # group choices before their keys (a stable sort keeps the rest)
+    chosen = {key.split(".", 1)[0] for key, _ in items}
+    for key, value in items:
         group = key.split(".", 1)[0]
         try:
             if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
@@ -135,5 +146,8 @@ def run_config(cfg, overrides):
             raise
         except Exception as e:  # omegaconf's validation errors: say which run and key
             raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}") from e
+    for lever, backend in LEVER_BACKEND.items():
+        if lever not in chosen and str(sub.backend) != backend:
+            sub[lever] = None  # the fused experiment's lever, for the runs of its backend
     check(sub)
     return sub

@@ -59,7 +59,7 @@ def tag(run: Artifact) -> str:
             rest = rest.split("-", 1)[1]
         names = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
         w = "w" if "weights" in run.params else ""
-        return f"{run.params['method']}{run.params['k']}{w}-{names}.{rest}.{run.key[:8]}"
+        return f"{run.params['method']}{run.params.get('k', '')}{w}-{names}.{rest}.{run.key[:8]}"
     rest, name = _single(run)
     return f"{name}{_prf_name(lineage(run)['unit_run'])}.{rest}.{run.key[:8]}"
 

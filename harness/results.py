@@ -111,13 +111,21 @@ def parse_where(where) -> list[tuple[str, str]]:
     return out
 
 
+def _same_dataset(row: dict, dataset: str) -> bool:
+    """``dataset`` names the row's dataset, its type, or its folder (``DIR``, ``DIR/``, relative)."""
+    if dataset in (row.get("dataset"), value(row, "dataset.path"), value(row, "dataset.type")):
+        return True
+    path = value(row, "dataset.path")
+    return bool(path) and Path(dataset).expanduser().resolve() == Path(str(path)).expanduser().resolve()
+
+
 def filter_rows(rows: list[dict], dataset: str | None = None, where=(), keys=None) -> list[dict]:
-    """Rows of one dataset (name or ``dataset.path``), whose values match every ``KEY=VALUE`` of
-    ``where``, and (``keys``) whose scores key is among a sweep's."""
+    """Rows of one dataset (name, type or ``dataset.path`` in any spelling of that folder), whose
+    values match every ``KEY=VALUE`` of ``where``, and (``keys``) whose scores key is among a sweep's."""
     conds = parse_where(where)
     out = []
     for r in rows:
-        if dataset is not None and dataset not in (r.get("dataset"), value(r, "dataset.path"), value(r, "dataset.type")):
+        if dataset is not None and not _same_dataset(r, dataset):
             continue
         if keys is not None and r.get("scores_key") not in keys:
             continue
@@ -161,6 +169,27 @@ def differing_keys(rows: list[dict]) -> list[str]:
             and not any(k.startswith(x + ".") for x in RUNTIME_KEYS)]
 
 
+def why_none(rows: list[dict], hits: list[dict], dataset, where) -> str:
+    """Which filter left no row: the dataset, a key no row has (mistyped?) or none of these rows
+    has, or a value none of them takes."""
+    import difflib
+
+    if dataset is not None and not any(_same_dataset(r, dataset) for r in hits):
+        seen = sorted({str(r.get("dataset")) for r in hits} | {str(value(r, "dataset.path")) for r in hits} - {"None"})
+        return f"--dataset {dataset!r} matches none of them (they have {seen[:6]})."
+    flat = set(differing_keys(rows + [{"config": {}}])) | {k for r in rows for k in r if k != "config"}
+    for k, v in parse_where(where):
+        if all(value(r, k) is None for r in rows):
+            near = difflib.get_close_matches(k, sorted(flat), n=3)
+            return f"--where {k}={v}: no row of the table has the key {k!r} (mistyped? close: {near})."
+        if all(value(r, k) is None for r in hits):
+            return (f"--where {k}={v}: these rows do not have {k!r} (it is not a setting of this experiment; --where "
+                    f"applies to every system named).")
+        if not any(_matches(value(r, k), v) for r in hits):
+            return f"--where {k}={v}: they have {k} in {sorted({str(value(r, k)) for r in hits})[:6]}."
+    return "the filters together exclude them all."
+
+
 def find(results: str | Path, name: str, dataset: str | None = None, where=(), keys=None) -> dict:
     """The one row named ``name`` (an experiment name, a run tag folder or a scores key) among the
     rows ``dataset``, ``where`` and ``keys`` keep (:func:`filter_rows`). Rows of one configuration
@@ -179,7 +208,7 @@ def find(results: str | Path, name: str, dataset: str | None = None, where=(), k
     kept = newest(filter_rows(hits, dataset, where, keys))
     if not kept:
         raise SystemExit(f"{results}: {len(hits)} rows are named {name!r}, none with dataset={dataset} and "
-                         f"{list(where or [])}. Fix: loosen --dataset / --where.")
+                         f"{list(where or [])}: {why_none(rows, hits, dataset, where)} Fix: loosen --dataset / --where.")
     if len(kept) > 1:
         diff = differing_keys(kept)
         raise SystemExit(f"{results}: {len(kept)} configurations are named {name!r}; they differ in {diff[:8]}. Fix: "
@@ -187,6 +216,14 @@ def find(results: str | Path, name: str, dataset: str | None = None, where=(), k
                          f"{value(kept[-1], diff[0]) if diff else '0.9'}), or name a scores key: "
                          f"{[h['scores_key'] for h in kept][:6]}.")
     return kept[0]
+
+
+def run_path(results: str | Path, row: dict) -> Path:
+    """A row's run file under the root the results table lives in. Rows store it relative to the
+    root (``runs/<kind>/<key>/run.trec``), so a moved or copied root finds its own files; rows of
+    older harnesses stored absolute paths and are read the same way (their last three parts)."""
+    kind, key, name = Path(row["run_file"]).parts[-3:]
+    return Path(results).resolve().parent / kind / key / name
 
 
 def scores_dir(results: str | Path, row: dict) -> Path:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -59,12 +60,32 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", e)
         sys.exit(2)
     metrics = [str(m) for m in measure_names(cfg.metrics)]
-    print(f"\n{row['experiment']}  ({row['dataset']}, run: {row['run_file']})")
+    print(f"\n{row['experiment']}  ({row['dataset']}, run: {(Path(cfg.root) / row['run_file']).resolve()})")
     print(format_scores(row, metrics))
     print(f"index {row['index_seconds']:.1f}s  encode {row['encode_seconds']:.1f}s  "
           f"search {row['search_seconds']:.2f}s ({1000 * row['seconds_per_query']:.1f} ms/query)")
     return row.get(f"{metrics[0]}/ALL", 0.0)  # for Hydra sweepers that optimise
 
 
+def _stop_own_group_on_sigterm() -> None:
+    """A launcher job of a sweep leads a process group with its workers (joblib's): when it is
+    told to stop (the sweep's SIGTERM, or the parent-death signal of a sweep killed outright), it
+    takes them all down, so nothing keeps building in the root. Artifacts commit atomically."""
+    import os
+    import signal
+
+    from .sweep import JOB_GROUP_ENV
+
+    if os.environ.get(JOB_GROUP_ENV) and os.getpgrp() == os.getpid():
+        signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
+
+
 if __name__ == "__main__":
+    from .config import unselected_group_keys
+
+    _stop_own_group_on_sigterm()
+    problem = unselected_group_keys(sys.argv[1:])
+    if problem:
+        print(f"ConfigError: {problem}", file=sys.stderr)
+        sys.exit(2)
     main()

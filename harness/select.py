@@ -278,6 +278,9 @@ def main(argv=None) -> int:
         opts[k] = v
     if "sweep" not in opts:
         ap.error("sweep=NAME is required")
+    for k in ("folds", "seed"):
+        if k in opts and not opts[k].lstrip("-").isdigit():
+            ap.error(f"{k}={opts[k]!r}: expected an integer")
     from .store import default_results
 
     results = a.results or default_results()
@@ -293,8 +296,13 @@ def main(argv=None) -> int:
     path = a.out or Path(results).resolve().parent / "report" / opts["sweep"] / f"select-{out['subset']}.json"
     from .files import write_text_atomic
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(out, indent=1, default=str))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(path, json.dumps(out, indent=1, default=str))
+    except OSError as e:
+        print(f"select: the summary above is not saved: {path} cannot be written ({e.strerror or e}). Fix: --out "
+              f"PATH in a writable folder.", file=sys.stderr)
+        return 1
     print(f"  written to {path}")
     return 0
 

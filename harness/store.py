@@ -232,8 +232,16 @@ class Store:
                 fsync_dir(tmp)
                 os.rename(tmp, final)
                 fsync_dir(final.parent)
-            except BaseException:
+            except BaseException as e:
+                written = _tree_bytes(tmp)
                 shutil.rmtree(tmp, ignore_errors=True)
+                if _disk_full(e):
+                    free = shutil.disk_usage(final.parent).free
+                    raise StoreError(f"{final.parent}: no space left on the device while building {label} {art.key} "
+                                     f"({written / 2**20:,.0f} MiB written before it filled; now {free / 2**20:,.0f} "
+                                     f"MiB free after removing them). Nothing was committed. Fix: free more than "
+                                     f"{written / 2**20:,.0f} MiB there (the finished artifact is larger), or set "
+                                     f"HARNESS_ROOT to a roomier disk, and run again.") from None
                 raise
             self._checked.add(art.key)
             log.info("built %s %s in %.1fs", label, art.key, time.perf_counter() - t0)
@@ -248,3 +256,21 @@ class Store:
         return p
 
 
+
+
+def _disk_full(e: BaseException) -> bool:
+    """A full disk, from Python (ENOSPC) or from Java (Lucene's IOException, through pyjnius)."""
+    import errno
+
+    return getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in str(e)
+
+
+def _tree_bytes(folder: Path) -> int:
+    total = 0
+    for p in Path(folder).rglob("*"):
+        try:
+            if p.is_file():
+                total += p.stat().st_size
+        except OSError:
+            pass
+    return total

@@ -31,23 +31,34 @@ def dataset_of(results: Path, row: dict):
     return data.load(OmegaConf.create(row["config"]["dataset"]), Path(results).resolve().parent.parent)
 
 
-def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
-    """Validate the named runs against their dataset and copy them, with configs and manifests."""
-    from .results import find, scores_dir
+def package(results: Path, names: list[str], out: Path, dataset=None, dataset_name: str | None = None,
+            where=()) -> Path:
+    """Verify the named runs (the files their scores were computed on: size and SHA-256 against
+    their artifact's meta.json and the scores' manifest), validate them against their dataset's
+    topics and documents, and copy them with configs and manifests. Rows are named as in
+    ``compare`` (``dataset_name``, ``where``)."""
+    from .results import find, run_path, scores_dir
     from .validate_run import validate
 
-    chosen = [find(results, name) for name in names]
+    chosen = [find(results, name, dataset_name, where) for name in names]
     manifests = [json.loads((scores_dir(results, r) / "manifest.json").read_text()) for r in chosen]
     tags = [m["tag"] for m in manifests]
     dup = sorted({t for t in tags if tags.count(t) > 1})
     if dup:
         raise SystemExit(f"runs share the tag(s) {dup}: their files would overwrite each other. Fix: name each "
                          f"system once (the same configuration twice has one tag).")
-    for r in chosen:
+    runs = [run_path(results, r) for r in chosen]
+    for r, run, man in zip(chosen, runs, manifests):
+        problem = _damage(run, man)
+        if problem:
+            raise SystemExit(f"{run}: {problem}, so its scores are not this file's. Fix: python -m harness.run with "
+                             f"the experiment's config rebuilds it (it detects the damage), then submit again.")
         ds = dataset if dataset is not None else dataset_of(results, r)
-        problems = validate(r["run_file"], None, 100, set(ds.query_ids), set(ds.doc_ipc3))
+        problems = validate(run, None, 100, set(ds.query_ids), set(ds.doc_ipc3))
         if problems:
-            raise SystemExit(f"{r['run_file']} is not a valid submission: " + "; ".join(map(str, problems[:5])))
+            raise SystemExit(f"{run} is not a valid submission: " + "; ".join(map(str, problems[:5])))
+    if out.exists() and not out.is_dir():
+        raise SystemExit(f"--out {out} is a file. Fix: name a folder (new or existing).")
     out.mkdir(parents=True, exist_ok=True)
     from .report import metric_cols, metrics_of
 
@@ -59,7 +70,7 @@ def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
         # under other names, so its name and config are this row's own.
         man = {**man, "experiment": r.get("experiment"), "config": r["config"]}
         tag = man["tag"]
-        shutil.copyfile(r["run_file"], out / f"{tag}.trec")
+        shutil.copyfile(run_path(results, r), out / f"{tag}.trec")
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))
         write_text_atomic(out / f"{tag}.manifest.json", json.dumps(man, indent=2, sort_keys=True) + "\n")
         readme.append(f"| {tag} | {r.get('experiment')} | " + " | ".join(_f(r, c) for c in cols)
@@ -70,6 +81,21 @@ def package(results: Path, names: list[str], out: Path, dataset=None) -> Path:
                "`python -m harness.run` with that config reproduces it."]
     write_text_atomic(out / "README.md", "\n".join(readme) + "\n")
     return out
+
+
+def _damage(run: Path, manifest: dict) -> str | None:
+    """Why ``run`` is not the file that was scored: missing, another size or SHA-256 than its
+    artifact's meta.json lists, or another SHA-256 than the scores' manifest names."""
+    from .files import damage, file_checksum
+
+    try:
+        meta = json.loads((run.parent / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return f"its meta.json is unreadable ({e})"
+    problem = damage(run.parent, {k: v for k, v in meta.get("files", {}).items() if k == run.name}, checksums=True)
+    if problem is None and manifest.get("run_file_sha256") not in (None, file_checksum(run)):
+        problem = "its SHA-256 is not the one its scores' manifest names"
+    return problem
 
 
 def _f(row: dict, key: str) -> str:
@@ -84,8 +110,11 @@ def main(argv=None) -> int:
     ap.add_argument("systems", nargs="+")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
+    ap.add_argument("--dataset", default=None, help="only rows of this dataset (name or dataset.path)")
+    ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                    help="only rows with this value (results column or dotted config key); repeatable")
     a = ap.parse_args(argv)
-    print(package(a.results or default_results(), a.systems, a.out))
+    print(package(a.results or default_results(), a.systems, a.out, dataset_name=a.dataset, where=a.where))
     return 0
 
 

@@ -39,9 +39,19 @@ def load_sweep(name: str):
     if not path.exists():
         known = sorted(p.stem for p in (CONF / "sweep").glob("*.yaml"))
         raise SystemExit(f"sweep={name}: no {path}. Fix: one of {known}, or add conf/sweep/{name}.yaml.")
-    spec = OmegaConf.load(path)
-    if "blocks" not in spec or not spec.blocks:
-        raise SystemExit(f"{path}: needs a non-empty 'blocks:' mapping of Hydra overrides.")
+    try:
+        spec = OmegaConf.load(path)
+    except Exception as e:  # noqa: BLE001  (YAML syntax, duplicate keys: name the file and the line)
+        first = " ".join(str(e).split())[:300]
+        raise SystemExit(f"{path}: not a valid sweep file ({first}). Fix: correct the YAML there.") from None
+    blocks = spec.get("blocks") if hasattr(spec, "get") else None
+    if not blocks or not hasattr(blocks, "items"):
+        raise SystemExit(f"{path}: needs a non-empty 'blocks:' mapping (block name -> Hydra overrides), e.g. "
+                         f"blocks: {{bm25: {{+experiment: doc_bm25, bm25.k1: '0.9,1.2'}}}}.")
+    for name, params in blocks.items():
+        if not hasattr(params, "items"):
+            raise SystemExit(f"{path}: block {name!r} is {params!r}, not a mapping of overrides. Fix: e.g. "
+                             f"{name}: {{+experiment: doc_bm25}}.")
     return spec
 
 
@@ -80,11 +90,26 @@ def compose(overrides: list[str]):
     from . import config  # noqa: F401  (registers the config schema)
     from hydra import compose as hydra_compose
 
+    from .config import ConfigError, unselected_group_keys
+
     overrides = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
     from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+    problem = unselected_group_keys(overrides)
+    if problem:
+        raise ConfigError(problem)
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return hydra_compose("config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException, AssertionError) as e:
+        lines = [x.strip() for x in str(e).strip().splitlines() if x.strip() and not x.strip().startswith("To append")]
+        lines = lines or [type(e).__name__]
+        what = " ".join(lines[:3]).rstrip(".")
+        raise ConfigError(f"overrides {' '.join(overrides)}: {what}. Fix: check the key and value against "
+                          f"`python -m harness.run --help` and conf/ (experiments: "
+                          f"{sorted(p.stem for p in (CONF / 'experiment').glob('*.yaml'))}).") from None
 
 
 class DatasetCache:
@@ -197,15 +222,74 @@ def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
     return failed
 
 
+JOB_GROUP_ENV = "HARNESS_JOB_GROUP"  # set for a launcher job: it leads a process group with its workers
+
+
+def _die_with_parent() -> None:
+    """In a launcher job, before it starts: SIGTERM when the sweep that started it dies, even by
+    SIGKILL (Linux's parent-death signal; elsewhere the job is only stopped by a live sweep)."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stop a launcher job and every process of its group (its joblib workers): SIGTERM, then
+    SIGKILL after ``grace`` seconds. Artifacts are committed atomically, so nothing half-built stays."""
+    import os
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(grace)
+            if sig == signal.SIGKILL:
+                return
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the leader is gone; workers of its group may linger a moment
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        return
+
+
 def run_launcher(spec, extra: list[str], launcher: str) -> list[str]:
+    """Each block as one ``harness.run -m`` job of the launcher. The job runs in a process group of
+    its own: stopping the sweep (SIGINT, SIGTERM) stops the job and its workers, and a sweep killed
+    outright makes its job stop itself (:func:`_die_with_parent`, and ``harness.run``'s handler)."""
+    import os
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):  # (the basic launcher keeps SIGTERM's default)
+        signal.signal(signal.SIGTERM, _terminate)
     failed = []
     for block, params in spec.blocks.items():
         args = [f"{k}={v}" for k, v in block_params(params, extra).items()] + list(extra)
         cmd = [sys.executable, "-m", "harness.run", "-m", f"hydra/launcher={launcher}", *args]
         log.info("block %s: %s", block, " ".join(cmd))
-        if subprocess.run(cmd, cwd=CONF.parent).returncode != 0:
-            failed.append(block)
+        proc = subprocess.Popen(cmd, cwd=CONF.parent, start_new_session=True, preexec_fn=_die_with_parent,
+                                env={**os.environ, JOB_GROUP_ENV: "1"})
+        try:
+            if proc.wait() != 0:
+                failed.append(block)
+        except BaseException:
+            log.warning("stopping block %s and its workers", block)
+            stop_group(proc)
+            raise
     return failed
+
+
+def _terminate(signum, frame) -> None:
+    """SIGTERM ends the sweep as Ctrl-C does, so launcher jobs are stopped on the way out."""
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,7 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     extra = [a for a in argv if not ("=" in a and _key(a) in OWN_KEYS)]
     spec = load_sweep(own.get("sweep", "default"))
     name = Path(own.get("sweep", "default")).stem
-    jobs = expand(spec, extra)
+    try:
+        jobs = expand(spec, extra)
+    except Exception as e:  # noqa: BLE001  (Hydra's override parser: name the sweep and the value)
+        print(f"sweep {name}: an override cannot be parsed ({' '.join(str(e).split())[:300]}). Fix: write values as "
+              f"on a `-m` command line, e.g. bm25.k1: '0.9,1.2'.", file=sys.stderr)
+        return 2
     listing_only = own.get("list", "false").lower() in ("1", "true", "yes")
     datasets = DatasetCache(published=listing_only)
     t0 = time.perf_counter()
@@ -242,6 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         out = write_report(store, Path(first_cfg.root) / first_cfg.results, list(info["scores"]), name)
     except ResultsError as e:
         print(f"sweep {name}: no report: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a read-only root: every score is in its artifact, only the report is not written
+        print(f"sweep {name}: the scores are computed, but the report cannot be written ({e.strerror or e}: "
+              f"{getattr(e, 'filename', '') or store.root}). Fix: make the root writable and run the sweep again "
+              f"(it only reads the cached artifacts).", file=sys.stderr)
         return 1
     print(f"sweep {name}: {len(info['scores'])} experiments in {time.perf_counter() - t0:.1f}s; report in {out}")
     if failed:

@@ -41,6 +41,11 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
     per_topic: dict = {}
     last: dict = {}  # qid -> (rank, score, line)
     file_tag = None
+    with open(path, "rb") as f:
+        if f.read(3) == b"\xef\xbb\xbf":  # one cause, not one problem per line of the first topic
+            return [Problem(1, f"{path} starts with a UTF-8 byte order mark (BOM), which makes the first topic id "
+                               f"'\\ufeff<qid>'. Fix: save the file as UTF-8 without BOM (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' "
+                               f"{path.name})")]
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if len(problems) >= max_problems:

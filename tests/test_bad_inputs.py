@@ -300,6 +300,42 @@ ROWS = [
     Row("index_threads_zero", None, ("index.threads=0",), error=(ConfigError, r"index.threads=0.*positive integer")),
     Row("lock_timeout_negative", None, ("store.lock_timeout=-1",), error=(ConfigError, r"store.lock_timeout=-1.0")),
     Row("gpu_speedup_zero", None, ("cost.gpu_speedup=0",), error=(ConfigError, r"cost.gpu_speedup=0.0")),
+    # every setting counts: a key is used or refused, inside fusion runs too; no degenerate value
+    Row("fusion_run_nested", None, ("fusion=rrf", "fusion.runs=[{backend:bm25},{fusion:rrf}]"),
+        error=(ConfigError, r"'fusion' inside a run entry: an input run cannot be a fusion itself.*Fix")),
+    Row("fusion_run_fusion_key", None, ("fusion=rrf", "fusion.runs=[{backend:bm25},{backend:dense,fusion.k:10}]"),
+        error=(ConfigError, r"'fusion.k' inside a run entry.*Fix")),
+    Row("fusion_run_rerank", None, ("fusion=rrf", "fusion.runs=[{backend:bm25,rerank:ipc3_disjoint},{backend:dense}]"),
+        error=(ConfigError, r"'rerank' inside a run entry.*re-ranked on its own.*Fix")),
+    Row("fusion_run_unknown_key", None, ("fusion=rrf", "fusion.runs=[{backend:bm25,bm25.kk:1},{backend:dense}]"),
+        error=(ConfigError, r"fusion.runs: bm25.kk=1")),
+    Row("fusion_run_prf_key_of_other_method", None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25,prf.alpha:2,prf:rm3},{backend:dense}]"),
+        error=(ConfigError, r"prf.alpha=2.0: prf=rm3 does not use it")),
+    Row("fusion_weights_all_zero", None, ("fusion=rrf", "fusion.weights=[0,0]"),
+        error=(ConfigError, r"fusion.weights\[\]=\[0.0, 0.0\]: every weight is 0.*Fix")),
+    Row("fusion_run_weights_all_zero", None, ("fusion=rrf", "fusion.runs=[{backend:bm25,weight:0},{backend:dense,weight:0}]"),
+        error=(ConfigError, r"every weight is 0")),
+    Row("bm25_rocchio_alpha_beta_zero", None, ("prf=rocchio", "prf.alpha=0", "prf.beta=0"),
+        error=(ConfigError, r"prf.alpha=0 and prf.beta=0: Rocchio's expanded query would be empty.*Fix")),
+    Row("dense_rocchio_alpha_beta_zero", None, ("backend=dense", "dense_prf=rocchio", "dense_prf.alpha=0",
+                                                "dense_prf.beta=0"),
+        error=(ConfigError, r"dense_prf.alpha=0 and dense_prf.beta=0.*Fix")),
+    Row("prf_key_of_other_method", None, ("prf=rm3", "prf.alpha=2"),
+        error=(ConfigError, r"prf.alpha=2.0: prf=rm3 does not use it.*Fix")),
+    Row("rocchio_key_of_rm3", None, ("prf=rocchio", "prf.original_query_weight=0.9"),
+        error=(ConfigError, r"prf.original_query_weight=0.9: prf=rocchio does not use it")),
+    Row("dense_prf_average_alpha", None, ("backend=dense", "dense_prf=average", "dense_prf.alpha=0.9"),
+        error=(ConfigError, r"dense_prf.alpha=0.9: dense_prf=average does not use it")),
+    Row("bm25_prf_on_dense", None, ("backend=dense", "prf=rm3"),
+        error=(ConfigError, r"prf=rm3: a bm25 lever, and this experiment searches with \['dense'\] only.*Fix")),
+    Row("dense_prf_on_bm25", None, ("dense_prf=average",),
+        error=(ConfigError, r"dense_prf=average: a dense lever.*\['bm25'\] only")),
+    Row("dense_prf_on_bm25_only_fusion_runs", None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25},{backend:bm25,query_fields:T}]", "dense_prf=average"),
+        error=(ConfigError, r"dense_prf=average: a dense lever")),
+    Row("fractional_grades_err", grades(lambda r: r.astype(float) * 0.5), ("metrics=[nDCG@100,ERR@10]",),
+        error=(ConfigError, r"metrics: ERR@10 depend\(s\) on the grade values.*multiplied by 10.*Fix")),
 ]
 
 
@@ -612,3 +648,103 @@ def test_compare_refuses_systems_scored_on_other_judgments(world, tmp_path):
     with pytest.raises(SystemExit, match="different data or judgments.*Fix"):
         compare_main(["--results", str(root / "runs" / "results.jsonl"), "--baseline", mine["scores_key"],
                       "half_qrels"])
+
+
+# ---------------------------------------------------------------- every setting counts (outside the table)
+def test_run_entries_compose_like_a_command_line():
+    """A group chosen inside a fusion run and its keys give the same run in either order, and the
+    fused experiment's levers go only to runs of their backend."""
+    from conftest import make_cfg
+    from harness.fuse import run_config
+
+    cfg = make_cfg(Path("/tmp/unused"), "+experiment=rrf_doc", "prf=rm3")
+    a = run_config(cfg, {"backend": "bm25", "prf.fb_terms": 20, "prf": "rm3"})
+    b = run_config(cfg, {"backend": "bm25", "prf": "rm3", "prf.fb_terms": 20})
+    assert a.prf.fb_terms == b.prf.fb_terms == 20
+    assert run_config(cfg, {"backend": "bm25"}).prf.method == "rm3"  # inherited by the BM25 run ...
+    assert run_config(cfg, {"backend": "dense"}).prf is None  # ... not by the dense one
+
+
+@pytest.mark.parametrize("case", ["prf.fb_terms=5", "rerank.weight=0.2", "dense_prf.k=2"])
+def test_a_key_of_an_unselected_group_is_one_line(case):
+    r = subprocess.run([sys.executable, "-m", "harness.run", "+experiment=doc_bm25", case], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    group = case.split(".")[0]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert f"{group} is not selected" in r.stderr and "Fix: choose it first" in r.stderr
+
+
+@pytest.mark.parametrize("text,pattern", [
+    ("blocks:\n  a:\n    +experiment: doc_bm25\n  a:\n    +experiment: doc_dense\n", r"duplicate key a.*Fix"),
+    ("blocks: [1, 2]\n", r"needs a non-empty 'blocks:' mapping"),
+    ("blocks:\n  a: 3\n", r"block 'a' is 3, not a mapping"),
+    ("blocks:\n  a: {+experiment: doc_bm25\n", r"not a valid sweep file.*Fix"),
+    ("blocks:\n  a: {+experiment: nope}\n", r"Could not find 'experiment/nope'.*Fix"),
+    ("blocks:\n  a: {+experiment: doc_bm25, bm25.kk: 3}\n", r"Could not override 'bm25.kk'.*Fix"),
+    ("blocks:\n  a: {+experiment: doc_bm25, prf.fb_terms: 5}\n", r"prf is not selected.*Fix"),
+])
+def test_a_bad_sweep_file_is_one_line(tmp_path, text, pattern):
+    f = tmp_path / "bad.yaml"
+    f.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "harness.sweep", f"sweep={f}", f"root={tmp_path}", "list=true"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    last = [line for line in r.stderr.splitlines() if line.strip() and not line.startswith("[")]
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert last and re.search(pattern, last[-1]), r.stderr[-2000:]
+
+
+def test_compare_and_select_refuse_meaningless_arguments(world, tmp_path, capsys):
+    from harness import compare, select
+
+    res = str(world.root / "runs" / "results.jsonl")
+    for argv, pattern in [(["--alpha", "5", "--baseline", "doc_bm25", "x"], r"--alpha 5.0: expected .* between 0 and 1"),
+                          (["--baseline", "doc_bm25", "doc_bm25"], r"only the baseline 'doc_bm25' was named")]:
+        with pytest.raises(SystemExit) as e:
+            compare.main(["--results", res, *argv])
+        assert e.value.code == 2 and re.search(pattern, capsys.readouterr().err)
+    with pytest.raises(SystemExit) as e:
+        select.main(["sweep=x", "folds=abc", "--results", res])
+    assert e.value.code == 2 and "folds='abc': expected an integer" in capsys.readouterr().err
+
+
+def test_submit_verifies_what_it_packages_and_follows_a_moved_root(world, tmp_path):
+    """A run file cut after it was scored is refused (its meta.json's size); a copied root
+    packages its own files, found relative to it; --out naming a file is refused."""
+    from harness.submit import main as submit_main
+
+    moved = tmp_path / "moved"
+    shutil.copytree(world.root, moved)
+    res = moved / "runs" / "results.jsonl"
+    assert submit_main(["--results", str(res), "--out", str(tmp_path / "sub"), world.ref["scores_key"]]) == 0
+    run_file = moved / world.ref["run_file"]
+    assert (tmp_path / "sub" / f"{world.ref['tag']}.trec").read_bytes() == run_file.read_bytes()
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(SystemExit, match="is a file. Fix: name a folder"):
+        submit_main(["--results", str(res), "--out", str(tmp_path / "a_file"), world.ref["scores_key"]])
+    lines = run_file.read_text().splitlines()
+    first_two = {line.split()[0] for line in lines[:1]} | {sorted({line.split()[0] for line in lines})[1]}
+    run_file.write_text("".join(line + "\n" for line in lines if line.split()[0] not in first_two))
+    with pytest.raises(SystemExit, match=r"run.trec: run.trec has \d+ bytes, \d+ when it was built.*Fix"):
+        submit_main(["--results", str(res), "--out", str(tmp_path / "sub2"), world.ref["scores_key"]])
+    assert not (tmp_path / "sub2").exists()
+
+
+def test_a_full_disk_is_one_line_and_commits_nothing(tmp_path, tiny_folder):
+    """The artifact root on a small tmpfs, filled up but a little: the build that runs out of space
+    ends in one line naming the folder and the space, and leaves no artifact behind."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        free = shutil.disk_usage(disk).free
+        (disk / "filler").write_bytes(b"\0" * (free - 96 * 1024))
+        r = subprocess.run([sys.executable, "-m", "harness.run", "+experiment=doc_bm25", "dataset=local",
+                            f"dataset.path={tiny_folder}", "target_fields=FULL", f"root={disk}"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+        assert re.search(r"no space left on the device while building .* MiB free.*Fix: free more than", r.stderr)
+        assert not list(disk.rglob("meta.json")) or all((p.parent / "meta.json").exists() for p in disk.rglob("*.tmp"))
+        assert not list(disk.rglob(".*.tmp")), "a temporary build folder was left behind"
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)

@@ -195,3 +195,21 @@ def test_select_reads_a_finished_sweep_and_never_searches(tmp_path, capsys, capl
     assert saved["configurations"] == 5 and saved["baseline"].startswith("rrf60-bm25+dense")
     assert saved["best_of_grid"] - saved["cv_estimate"] == pytest.approx(saved["optimism_gap"])
     assert len(saved["tests"]) == 6 and all(t["p_holm"] >= t["p"] for t in saved["tests"])
+
+
+def test_filters_that_leave_nothing_say_which_and_a_folder_matches_in_any_spelling(tmp_path):
+    from harness.results import find
+
+    res = tmp_path / "results.jsonl"
+    folder = tmp_path / "data"
+    rows = [_row("doc_bm25", "k1", path=str(folder)), _row("rrf_doc", "k2", fusion_k=60, path=str(folder))]
+    res.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert find(res, "doc_bm25", dataset=str(folder) + "/")["scores_key"] == "k1"
+    with pytest.raises(SystemExit, match=r"no row of the table has the key 'bm25.kk' \(mistyped\? close: \['bm25.k1'"):
+        find(res, "doc_bm25", where=["bm25.kk=0.9"])
+    with pytest.raises(SystemExit, match=r"--where fusion.k=60: these rows do not have 'fusion.k'.*every system"):
+        find(res, "doc_bm25", where=["fusion.k=60"])
+    with pytest.raises(SystemExit, match=r"--where bm25.k1=2: they have bm25.k1 in \['0.9'\]"):
+        find(res, "doc_bm25", where=["bm25.k1=2"])
+    with pytest.raises(SystemExit, match=r"--dataset 'elsewhere' matches none of them"):
+        find(res, "doc_bm25", dataset="elsewhere")

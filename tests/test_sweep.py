@@ -132,3 +132,73 @@ def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypat
     sweep_path.write_text("blocks:\n  b:\n    +experiment: doc_dense,passage_dense\n    target_fields: FULL\n")
     small, large = estimate(1000), estimate(2000)
     assert large == pytest.approx(2 * small, rel=0.05)
+
+
+def _group(pgid: int) -> set[int]:
+    """Live processes of a process group (Linux /proc)."""
+    import os
+
+    out = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = open(f"/proc/{d}/stat").read()
+            except OSError:
+                continue
+            fields = stat.rsplit(")", 1)[1].split()
+            if fields[0] != "Z" and int(fields[2]) == pgid:
+                out.add(int(d))
+    return out
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_local_parallel_sweep_leaves_no_process(tmp_path, stop):
+    """A local_parallel sweep is stopped while its job's joblib workers build: SIGTERM stops the
+    job and its workers; after SIGKILL of the sweep, its job notices and stops them itself."""
+    import os
+    import signal
+    import time
+
+    sweep = tmp_path / "many.yaml"
+    sweep.write_text("blocks:\n  b:\n    +experiment: doc_dense,passage_dense\n    query_fields: T,TA,TAC\n"
+                     "    passage.length: 32,48,64\n")
+    proc = subprocess.Popen([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, "launcher=local_parallel",
+                             "hydra.launcher.n_jobs=2", "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, job, members = time.time() + 240, None, set()
+    while time.time() < deadline and proc.poll() is None:
+        kids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == proc.pid]
+        job = kids[0] if kids else None
+        members = _group(job) if job else set()
+        if len(members) >= 3:  # the job and its joblib workers
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None and len(members) >= 3, "no joblib workers seen while the sweep ran"
+    proc.send_signal(getattr(signal, stop))
+    proc.wait(60)
+    deadline = time.time() + 60
+    while time.time() < deadline and _group(job):
+        time.sleep(0.2)
+    assert not _group(job), f"processes of the stopped sweep still run: {_group(job)}"
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def test_a_report_that_cannot_be_written_is_one_line(tmp_path, sweep_file, monkeypatch, capsys):
+    """A cached sweep on a read-only root: the report's OSError becomes one line naming the fix."""
+    from harness import report
+
+    assert main(args(tmp_path, sweep_file)) == 0
+
+    def read_only(*a, **k):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "runs" / "report"))
+
+    monkeypatch.setattr(report, "write_report", read_only)
+    assert main(args(tmp_path, sweep_file)) == 1
+    err = capsys.readouterr().err
+    assert "the report cannot be written (Permission denied" in err and "Fix: make the root writable" in err

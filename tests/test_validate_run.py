@@ -99,3 +99,12 @@ def test_unreadable_inputs_end_in_one_line(tmp_path, capsys, case):
     assert "Traceback" not in text and text
     assert {"directory": "not a file", "non_utf8": "not UTF-8", "bad_path": "no such folder", "no_path": "--path",
             "bad_dataset": "file not found"}[case] in text, text
+
+
+def test_a_byte_order_mark_is_named_once(tmp_path):
+    from harness.validate_run import validate
+
+    p = tmp_path / "bom.trec"
+    p.write_bytes(b"\xef\xbb\xbf" + b"".join(f"q1 Q0 d{i} {i + 1} {10 - i} t\n".encode() for i in range(5)))
+    problems = validate(p)
+    assert len(problems) == 1 and "byte order mark" in str(problems[0]) and "Fix" in str(problems[0])
