@@ -23,6 +23,7 @@ what Anserini does alone on the same input:
     python bench/dapfam_scale.py                      # full size (README: how long it takes)
     python bench/dapfam_scale.py --families 3000      # the quick version make bench runs
     python bench/dapfam_scale.py --search-rounds 2    # plus warm alternating search rounds
+    python bench/dapfam_scale.py --folder DIR --predict-only   # only what the estimate predicts
 """
 import argparse
 import json
@@ -40,13 +41,25 @@ from _util import compose, peak_rss_mib, report, split_units, timer
 DAPFAM_FAMILIES = 45_336
 
 
-def predict(exp, ds, cfg) -> dict:
+def predict(cfg) -> dict:
     """Seconds per stage as ``make sweep-list`` would predict them for this experiment, before it
-    runs (the calibration is the artifact root's, measured there first if missing)."""
-    from harness import cost
-    from harness.experiment import Experiment
-    from harness.store import default_root
+    runs (the calibration is the artifact root's, measured there first if missing). Run in a
+    child process, so that calibrating leaves this process's peak RSS to the run it measures."""
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(_predict, cfg).result()
 
+
+def _predict(cfg) -> dict:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from harness import cost, data
+    from harness.experiment import Experiment
+    from harness.store import Store, default_root
+
+    store = Store(cfg.root)
+    ds = data.load(cfg.dataset, store.root)
+    exp = Experiment(cfg, ds, store)
     planned = Experiment(cfg, ds, exp.store, plan=True)
     planned.scores()
     nodes = planned.nodes
@@ -161,6 +174,8 @@ def main():
                          "--round-queries queries (best of each)")
     ap.add_argument("--round-queries", type=int, default=150)
     ap.add_argument("--folder", default=None, help="reuse a dataset folder written by an earlier run")
+    ap.add_argument("--predict-only", action="store_true",
+                    help="print what the cost estimate predicts for each stage (calibrating first if needed), run nothing")
     a = ap.parse_args()
     from harness import jvm  # noqa: F401
     from jnius import autoclass
@@ -186,7 +201,11 @@ def main():
                   f"search.threads={a.threads}", f"root={tmp / 'store'}")
     ds = data.load(cfg.dataset, store.root)
     exp = Experiment(cfg, ds, store)
-    predicted = predict(exp, ds, cfg)
+    predicted = predict(cfg)
+    if a.predict_only:
+        for stage, p in predicted.items():
+            print(f"ESTIMATE {stage:20s} predicted {p:8.1f}s", flush=True)
+        return
     base_rss = peak_rss_mib()
     with timer(t, "whole"):
         exp.scores()

@@ -78,7 +78,7 @@ def view_chars(size: dict, view: str, query: bool = False) -> float:
 
 
 # ----------------------------------------------------------------------------- calibration
-CALIBRATION = 3  # bump when a measured stage changes its speed (3: BM25 points on the build paths, by size)
+CALIBRATION = 4  # bump when a measured stage changes its speed or what a point measures (4: real experiments)
 REACH = 10  # a BM25 line is trusted up to this many times the largest calibrated index
 POINT_FAMILIES = (40, 160)  # the two small BM25 points, in synthetic families of FAMILY_CHARS
 FAMILY_CHARS = 68_000  # full text of a DAPFAM family, about (dataset.published)
@@ -119,7 +119,7 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
             points.append({**_bm25_point(families, *threads, queries=300), "near_target": True})
     points.sort(key=lambda p: p["chars"])
     runs_key = f"{host}|runs"
-    runs = known.get(runs_key) or _calibrate_runs()
+    runs = known.get(runs_key) if "score_s_per_query" in known.get(runs_key, {}) else _calibrate_runs()
     if enc_key not in known:
         log.info("calibrating the encoder on this machine (cached in %s)", cache)
     encoder = known.get(enc_key) or _calibrate_encoder(e)
@@ -129,7 +129,8 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
 
 def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
     """Seconds per input row of a run stage (read the unit run, aggregate, cut, write), on a
-    synthetic passage run of ``queries`` x ``depth`` rows."""
+    synthetic passage run of ``queries`` x ``depth`` rows, and seconds per query of scoring (ALL,
+    IN and OUT, nDCG@100 and R@100, over the top 100)."""
     import numpy as np
     import pandas as pd
 
@@ -147,55 +148,83 @@ def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
         out = top_k(aggregate(read_trec(Path(tmp) / "units.trec"), "maxp"), 100)
         write_trec(out, Path(tmp) / "family.trec", "f")
         seconds = time.perf_counter() - t0
-    return {"run_s_per_row": seconds / (queries * depth)}
+    from .evaluate import score
+
+    class Judged:  # five relevant families a query, split over the subsets as DAPFAM's are
+        qrels = out.groupby("query_id").head(5)[["query_id", "doc_id"]].assign(relevance=1)
+
+        def judgments(self, name):
+            return self.qrels if name == "ALL" else self.qrels.iloc[(0 if name == "IN" else 1)::2]
+
+    t0 = time.perf_counter()
+    score(out, Judged())
+    return {"run_s_per_row": seconds / (queries * depth), "score_s_per_query": (time.perf_counter() - t0) / queries}
 
 
 def _bm25_point(families: int, index_threads: int, search_threads: int, queries: int = 60) -> dict:
-    """Seconds of each BM25 stage on ``families`` synthetic families (FULL view, POINT_LENGTH-word
-    passages) and search seconds per distinct query term (Heaps' estimate, as the estimate uses)."""
+    """Seconds of each BM25 stage on ``families`` synthetic families, on the code paths an
+    experiment takes: a DAPFAM-format folder (:mod:`harness.data.synthetic`) read as a dataset, its
+    FULL view in POINT_LENGTH-word passages, built by ``passage_bm25`` (passaging streamed into
+    IndexCollection), then IndexCollection over the finished units (``index_file``), passaging alone
+    (what a units build for another backend costs) and search with TAC queries: seconds per distinct
+    query term (Heaps' estimate, as the estimate uses)."""
     import numpy as np
 
-    from . import passages
-    from .backends import bm25
+    from . import data, passages
+    from .backends import bm25, get
     from .data import synthetic
+    from .data import views as V
+    from .experiment import Experiment
+    from .store import Store
+    from .sweep import compose
 
-    rng = np.random.default_rng(families)
-    words = FAMILY_CHARS // synthetic.CHARS_PER_WORD
-    split = lambda t: passages.word_windows(t, POINT_LENGTH, POINT_LENGTH)  # noqa: E731
     with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp:
         tmp = Path(tmp)
-        docs = [(f"D{i}", t) for i, t in enumerate(synthetic.texts(families, words, rng))]
-        chars = sum(len(t) for _, t in docs)
+        synthetic.write_dataset(tmp / "data", families, FAMILY_CHARS, queries, QUERY_CHARS, seed=families)
+        cfg = compose(["+experiment=passage_bm25", "dataset=local", f"dataset.path={tmp / 'data'}", "target_fields=FULL",
+                       "query_fields=TAC", f"passage.length={POINT_LENGTH}", f"index.threads={index_threads}",
+                       f"search.threads={search_threads}", f"root={tmp / 'store'}"])
+        store = Store(tmp / "store")
+        ds = data.load(cfg.dataset, store.root)
+        exp, be = Experiment(cfg, ds, store), get("bm25")
         t0 = time.perf_counter()
-        passages.write_units(passages.units(docs, split), tmp / "alone")
-        passaging = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        bm25._index_fed(lambda sink: passages.write_units(passages.units(docs, split), tmp / "units", sink=sink),
-                        tmp / "units", tmp / "streamed", index_threads, False)
+        units = passages.node(exp, be, build=False)
+        index = be.index(exp, units)
         streamed = time.perf_counter() - t0
+        chars = sum(len(t) for _, t in V.target_texts(ds.corpus, "FULL"))
         t0 = time.perf_counter()
-        bm25.index_file(tmp / "units", tmp / "file", index_threads, False)
+        bm25.index_file(store.path(units), tmp / "file", index_threads, False)
         index_file = time.perf_counter() - t0
-        q_texts = synthetic.texts(queries, QUERY_CHARS // synthetic.CHARS_PER_WORD, rng)
-        topics = {f"q{i}": t for i, t in enumerate(q_texts)}
-        index = tmp / "file" / "index"
+        t0 = time.perf_counter()
+        split = lambda t: passages.word_windows(t, POINT_LENGTH, POINT_LENGTH)  # noqa: E731
+        passages.write_units(passages.units(V.target_texts(ds.corpus, "FULL"), split), tmp / "alone")
+        passaging = time.perf_counter() - t0
+        topics = {q: t for q, t in V.query_texts(ds.queries, "TAC").items() if t.strip()}
         few = dict(list(topics.items())[:queries // 4])
-        bm25.search(index, few, 0.9, 0.4, 1000, search_threads)  # warm-up
-        _, t_few, _ = bm25.search(index, few, 0.9, 0.4, 1000, search_threads)
-        _, t_all, _ = bm25.search(index, topics, 0.9, 0.4, 1000, search_threads)
-    q_chars = float(np.mean([len(t) for t in q_texts]))
+        path = store.path(index) / "index"
+        bm25.search(path, few, 0.9, 0.4, 1000, search_threads)  # warm-up
+        _, t_few, _ = bm25.search(path, few, 0.9, 0.4, 1000, search_threads)
+        _, t_all, _ = bm25.search(path, topics, 0.9, 0.4, 1000, search_threads)
+    q_chars = float(np.mean([len(t) for t in topics.values()]))
     terms = distinct_terms(q_chars / 6.0)
-    per_term = max(t_all - t_few, 1e-9) / ((queries - len(few)) * terms)
+    per_term = max(t_all - t_few, 1e-9) / ((len(topics) - len(few)) * terms)
     return {"families": families, "chars": chars, "passaging_s": passaging, "streamed_s": streamed,
             "index_file_s": index_file, "search_s_per_term": per_term,
             "search_fixed_s": max(t_few - len(few) * terms * per_term, 0.0), "query_chars": q_chars,
             "index_threads": index_threads, "search_threads": search_threads}
 
 
+# Search cost per query term grows more slowly than the index (Lucene skips postings that cannot
+# reach the top k), so it is extrapolated as a power law; build stages touch every token and are
+# extrapolated linearly.
+POWER_LAW = ("search_s_per_term",)
+
+
 def at(points: list[dict], field: str, chars: float) -> float:
     """``field`` of the BM25 points at an index of ``chars`` characters: linear between the two
-    points around it; past the largest, along the line through the two points calibrated near
-    the target (4x apart, many queries: the small points' noise would swamp the slope)."""
+    points around it; past the largest, along the curve through the two points calibrated near
+    the target (4x apart, many queries: the small points' noise would swamp the slope), a line
+    for build stages and a power law for search (``POWER_LAW``)."""
     xs = [p["chars"] for p in points]
     ys = [p[field] for p in points]
     if len(xs) == 1:
@@ -203,6 +232,9 @@ def at(points: list[dict], field: str, chars: float) -> float:
     if chars > xs[-1]:
         near = [(p["chars"], p[field]) for p in points if p.get("near_target")][-2:]
         (x0, y0), (x1, y1) = near if len(near) == 2 else list(zip(xs, ys))[-2:]
+        if field in POWER_LAW and min(x0, y0, x1, y1) > 0:
+            exponent = max(math.log(y1 / y0) / math.log(x1 / x0), 0.0)
+            return ys[-1] * (chars / xs[-1]) ** exponent
         return max(ys[-1] + max((y1 - y0) / (x1 - x0), 0.0) * (chars - xs[-1]), 0.0)
     i = min(max(bisect.bisect_left(xs, chars), 1), len(xs) - 1)
     slope = (ys[i] - ys[i - 1]) / (xs[i] - xs[i - 1])
@@ -320,7 +352,7 @@ def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, re
         elif n.kind in ("fused_run", "reranked_run"):  # inputs of up to search.k rows per query each
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * 100 * max(1, len(n.parents))
         elif n.kind == "scores":
-            out["scores"] += 0.15 + 1e-3 * nq
+            out["scores"] += 0.15 + c["score_s_per_query"] * nq
     return out
 
 

@@ -151,6 +151,21 @@ def test_interpolation_and_average_normalise_each_run():
     assert avg.to_dict() == pytest.approx({"a": (1 + 0.875) / 2, "b": 0.25, "c": 0.5, "d": 0.0}, abs=1e-12)
 
 
+def test_min_max_uses_only_the_fused_depth_and_k_keys_rrf_only(cfg_factory):
+    """With depth 2, each run's min-max comes from its top 2 (A: a 1, b 0; B: c 1, a 0), not from
+    rows that are not fused; and fusion.k, which only RRF reads, is in RRF runs' keys only."""
+    from harness.fuse import fuse, params_of
+
+    got = fuse([A, B], "interpolation", weights=[1.0, 1.0], depth=2).set_index("doc_id")["score"]
+    assert got.to_dict() == pytest.approx({"a": 1.0, "b": 0.0, "c": 1.0}, abs=1e-12)
+    rrf = cfg_factory("+experiment=rrf_doc")
+    assert params_of(rrf.fusion, 100)["k"] == 60
+    inter = cfg_factory("+experiment=rrf_doc", "fusion.method=interpolation")
+    assert "k" not in params_of(inter.fusion, 100)
+    assert params_of(inter.fusion, 100) == params_of(cfg_factory("+experiment=rrf_doc", "fusion.method=interpolation",
+                                                                 "fusion.k=10").fusion, 100)
+
+
 def test_n_way_fusion_shares_its_input_runs(cfg_factory, caplog):
     """fusion.runs: each input run is the artifact a single experiment makes (nothing searched twice)."""
     execute(cfg_factory("+experiment=doc_bm25", "query_fields=KW", "target_fields=TA"))

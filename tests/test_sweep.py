@@ -115,6 +115,7 @@ def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypat
              "search_fixed_s": 0.1}
     monkeypatch.setattr(cost, "calibrate", lambda root, cfg, reach=0: {
         "bm25_points": [{**point, "chars": 1e6}, {**point, "chars": 4e6}], "run_s_per_row": 1e-6,
+        "score_s_per_query": 1e-3,
         "encode_a": 1e-4, "encode_b": 0.0, "flat_s_per_mac": 1e-10, "model_load_s": 1.0})
 
     def estimate(families):
