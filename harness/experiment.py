@@ -209,6 +209,5 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
     return {"experiment": cfg.get("name") or name, "dataset": dataset.name, **columns(run), "tag": name,
             "metrics": exp.metrics, **meta["means"], **exp.timings(),
             **{f"queries_{s}": meta["queries"].get(s) for s in ("ALL", "IN", "OUT")},
-            "run_file": (exp.store.path(run) / "run.trec").relative_to(exp.store.root).as_posix(),
-            "scores_key": scores.key,
+            "run_file": str(exp.store.path(run) / "run.trec"), "scores_key": scores.key,
             "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)}

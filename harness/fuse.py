@@ -145,7 +145,9 @@ def run_config(cfg, overrides):
         except ConfigError:
             raise
         except Exception as e:  # omegaconf's validation errors: say which run and key
-            raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}") from e
+            raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}. Fix: a key of the experiment "
+                              f"config (python -m harness.run --cfg job shows them), spelled as on the command "
+                              f"line.") from e
     for lever, backend in LEVER_BACKEND.items():
         if lever not in chosen and str(sub.backend) != backend:
             sub[lever] = None  # the fused experiment's lever, for the runs of its backend

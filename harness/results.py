@@ -31,7 +31,7 @@ def add_row(path: str | Path, row: dict) -> bool:
         with FileLock(str(path) + ".lock"):
             rows = read_rows(path)
             rows = [r for r in rows if r.get("scores_key") != row["scores_key"]] + [row]
-            write_text_atomic(path, dump_rows(rows))
+            write_text_atomic(path, dump_rows([_on_disk(r, path) for r in rows]))
     except OSError as e:
         log.warning("results table %s not updated (%s): the artifact root is read-only", path, e.strerror or e)
         return False
@@ -60,6 +60,8 @@ def read_rows(path: str | Path) -> list[dict]:
         for row in reader.iter(skip_empty=True):
             if not isinstance(row, dict) or "scores_key" not in row:
                 raise ResultsError(f"{path}:{len(rows) + 1}: not a results row (no scores_key). Fix: delete that line.")
+            if row.get("run_file"):
+                row["run_file"] = str(run_path(path, row))
             rows.append(row)
     except jsonlines.InvalidLineError as e:
         raise ResultsError(f"{path}:{e.lineno}: not a JSON row. Fix: delete that line; rerunning its experiment "
@@ -219,11 +221,19 @@ def find(results: str | Path, name: str, dataset: str | None = None, where=(), k
 
 
 def run_path(results: str | Path, row: dict) -> Path:
-    """A row's run file under the root the results table lives in. Rows store it relative to the
-    root (``runs/<kind>/<key>/run.trec``), so a moved or copied root finds its own files; rows of
-    older harnesses stored absolute paths and are read the same way (their last three parts)."""
+    """A row's run file under the root the results table lives in (``<root>/runs/results.jsonl``).
+    The table stores it relative to the root (``runs/<kind>/<key>/run.trec``), so a moved or copied
+    root finds its own files; rows of older harnesses stored absolute paths and are read the same
+    way (their last three parts). Rows in memory carry the absolute path."""
     kind, key, name = Path(row["run_file"]).parts[-3:]
     return Path(results).resolve().parent / kind / key / name
+
+
+def _on_disk(row: dict, results: Path) -> dict:
+    if not row.get("run_file"):
+        return row
+    kind, key, name = Path(row["run_file"]).parts[-3:]
+    return {**row, "run_file": f"runs/{kind}/{key}/{name}"}
 
 
 def scores_dir(results: str | Path, row: dict) -> Path:

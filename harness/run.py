@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
@@ -60,7 +59,7 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", e)
         sys.exit(2)
     metrics = [str(m) for m in measure_names(cfg.metrics)]
-    print(f"\n{row['experiment']}  ({row['dataset']}, run: {(Path(cfg.root) / row['run_file']).resolve()})")
+    print(f"\n{row['experiment']}  ({row['dataset']}, run: {row['run_file']})")
     print(format_scores(row, metrics))
     print(f"index {row['index_seconds']:.1f}s  encode {row['encode_seconds']:.1f}s  "
           f"search {row['search_seconds']:.2f}s ({1000 * row['seconds_per_query']:.1f} ms/query)")

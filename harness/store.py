@@ -238,10 +238,10 @@ class Store:
                 if _disk_full(e):
                     free = shutil.disk_usage(final.parent).free
                     raise StoreError(f"{final.parent}: no space left on the device while building {label} {art.key} "
-                                     f"({written / 2**20:,.0f} MiB written before it filled; now {free / 2**20:,.0f} "
-                                     f"MiB free after removing them). Nothing was committed. Fix: free more than "
-                                     f"{written / 2**20:,.0f} MiB there (the finished artifact is larger), or set "
-                                     f"HARNESS_ROOT to a roomier disk, and run again.") from None
+                                     f"({_size(written)} written before it filled, removed again; {_size(free)} "
+                                     f"free now). Nothing was committed. Fix: free more than {_size(written)} there "
+                                     f"(the finished artifact is larger), or set HARNESS_ROOT to a roomier disk, "
+                                     f"and run again.") from None
                 raise
             self._checked.add(art.key)
             log.info("built %s %s in %.1fs", label, art.key, time.perf_counter() - t0)
@@ -274,3 +274,7 @@ def _tree_bytes(folder: Path) -> int:
         except OSError:
             pass
     return total
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"

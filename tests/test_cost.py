@@ -1,5 +1,7 @@
 """The cost estimate's arithmetic (harness.cost): interpolation between calibration points, the
 build path a BM25 index takes, and the calibrated range it prints. Pure functions, no timing."""
+import math
+
 import pytest
 
 from harness import cost
@@ -7,13 +9,13 @@ from harness.store import Artifact
 
 
 def _points():
-    # seconds grow linearly with size; the two points near the target carry the slope beyond them
+    # seconds grow with size; the two points calibrated near the target (4e6, 4e7) carry the curve beyond
     return [{"chars": 1e6, "streamed_s": 1.0, "index_file_s": 0.5, "passaging_s": 0.2, "search_s_per_term": 1e-4,
              "search_fixed_s": 0.0},
             {"chars": 4e6, "streamed_s": 2.5, "index_file_s": 1.0, "passaging_s": 0.5, "search_s_per_term": 0.9e-4,
-             "search_fixed_s": 0.0},
-            {"chars": 1e7, "streamed_s": 5.0, "index_file_s": 2.0, "passaging_s": 1.0, "search_s_per_term": 2e-4,
              "search_fixed_s": 0.0, "near_target": True},
+            {"chars": 1e7, "streamed_s": 5.0, "index_file_s": 2.0, "passaging_s": 1.0, "search_s_per_term": 2e-4,
+             "search_fixed_s": 0.0},
             {"chars": 4e7, "streamed_s": 17.0, "index_file_s": 8.0, "passaging_s": 4.0, "search_s_per_term": 5e-4,
              "search_fixed_s": 0.0, "near_target": True}]
 
@@ -21,11 +23,13 @@ def _points():
 def test_interpolates_inside_and_extrapolates_along_the_near_target_points():
     p = _points()
     assert cost.at(p, "streamed_s", 7e6) == pytest.approx(3.75)  # halfway between 4e6 and 1e7
-    # past the last point: slope of the two near-target points (1e-5 s per 1e6 chars), not of 4e6 -> 4e7
-    assert cost.at(p, "search_s_per_term", 8e7) == pytest.approx(5e-4 + (3e-4 / 3e7) * 4e7)
-    assert cost.at(p, "streamed_s", 8e7) == pytest.approx(17.0 + (12.0 / 3e7) * 4e7)
+    # past the last point: build stages along the line through the near-target points ...
+    assert cost.at(p, "streamed_s", 8e7) == pytest.approx(17.0 + (14.5 / 3.6e7) * 4e7)
+    # ... search per term along the power law through them (it grows more slowly than the index)
+    assert cost.at(p, "search_s_per_term", 8e7) == pytest.approx(5e-4 * 2 ** (math.log(5 / 0.9) / math.log(10)))
     without = [dict(q, near_target=False) for q in p]  # no near-target points: the last two
-    assert cost.at(without, "search_s_per_term", 8e7) == pytest.approx(5e-4 + (3e-4 / 3e7) * 4e7)
+    assert cost.at(without, "streamed_s", 8e7) == pytest.approx(17.0 + (12.0 / 3e7) * 4e7)
+    assert cost.at(without, "search_s_per_term", 8e7) == pytest.approx(5e-4 * 2 ** (math.log(2.5) / math.log(4)))
 
 
 def _nodes():
