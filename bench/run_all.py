@@ -1,4 +1,5 @@
-"""`make bench`: the quick benchmarks, each printing one or more RATIO lines."""
+"""`make bench`: the quick benchmarks, each printing RATIO lines (and ESTIMATE lines: the cost estimate
+against what a stage took)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ QUICK = [
 failed = 0
 for script, *args in QUICK:
     r = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True)
-    lines = [l for l in r.stdout.splitlines() if l.startswith("RATIO")]
+    lines = [l for l in r.stdout.splitlines() if l.startswith(("RATIO", "ESTIMATE"))]
     print("\n".join(lines) if lines else f"{script}: no ratio printed", flush=True)
     if r.returncode != 0:
         failed += 1
