@@ -391,8 +391,11 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
               and "." in o.split("=", 1)[0]]
     if not dotted:
         return None
-    rest = [o.split("=", 1)[0] + "=" + o.split("=", 1)[1].split(",")[0] if "=" in o else o
-            for o in overrides if o not in dotted and not o.startswith(("hydra.", "hydra/", "-"))]
+    def first_choice(o: str) -> str:  # a -m sweep value "a,b" composes as its first choice
+        key, _, value = o.partition("=")
+        return o if not value or any(c in value for c in "[]{}()'\"") else f"{key}={value.split(',')[0]}"
+
+    rest = [first_choice(o) for o in overrides if o not in dotted and not o.startswith(("hydra.", "hydra/", "-"))]
     try:
         from hydra import compose, initialize_config_dir
 

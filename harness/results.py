@@ -60,7 +60,7 @@ def read_rows(path: str | Path) -> list[dict]:
         for row in reader.iter(skip_empty=True):
             if not isinstance(row, dict) or "scores_key" not in row:
                 raise ResultsError(f"{path}:{len(rows) + 1}: not a results row (no scores_key). Fix: delete that line.")
-            if row.get("run_file"):
+            if row.get("run_file") and len(Path(str(row["run_file"])).parts) >= 3:
                 row["run_file"] = str(run_path(path, row))
             rows.append(row)
     except jsonlines.InvalidLineError as e:
@@ -230,7 +230,7 @@ def run_path(results: str | Path, row: dict) -> Path:
 
 
 def _on_disk(row: dict, results: Path) -> dict:
-    if not row.get("run_file"):
+    if not row.get("run_file") or len(Path(str(row["run_file"])).parts) < 3:
         return row
     kind, key, name = Path(row["run_file"]).parts[-3:]
     return {**row, "run_file": f"runs/{kind}/{key}/{name}"}

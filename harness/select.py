@@ -122,7 +122,10 @@ def selection_tests(tables: dict[str, pd.DataFrame], target: pd.DataFrame, guard
         return m.sub(m[baseline], axis=0)
 
     judged = tables[baseline]
-    pairs = list(judged[["subset", "measure"]].drop_duplicates().itertuples(index=False, name=None))
+    common = set.intersection(*[set(t[["subset", "measure"]].itertuples(index=False, name=None))
+                                for t in tables.values()])  # measures every configuration was scored with
+    pairs = [p for p in judged[["subset", "measure"]].drop_duplicates().itertuples(index=False, name=None)
+             if p in common]
     res = cv_test(diffs(target), fold, None if guard is None else diffs(guard),
                   {f"{m}/{s}": diffs(matrix(tables, s, m)) for s, m in pairs}, seed)
     held = held_out_table(tables, cv["picks"])
