@@ -59,11 +59,10 @@ def _predict(cfg) -> dict:
 
     store = Store(cfg.root)
     ds = data.load(cfg.dataset, store.root)
-    exp = Experiment(cfg, ds, store)
-    planned = Experiment(cfg, ds, exp.store, plan=True)
+    planned = Experiment(cfg, ds, store, plan=True)
     planned.scores()
     nodes = planned.nodes
-    size = {**cost.sizes(ds, exp.store.root), "chars_per_token": 4.0}  # no dense stage here
+    size = {**cost.sizes(ds, store.root), "chars_per_token": 4.0}  # no dense stage here
     missing = {n.key for n in nodes if n.kind != "dataset"}
     c = {**cost.calibrate(default_root(), cfg, cost.bm25_reach(nodes, missing, size)), "chars_per_token": 4.0}
     e = cost.estimate(nodes, missing, size, c, cfg)

@@ -31,7 +31,7 @@ def add_row(path: str | Path, row: dict) -> bool:
         with FileLock(str(path) + ".lock"):
             rows = read_rows(path)
             rows = [r for r in rows if r.get("scores_key") != row["scores_key"]] + [row]
-            write_text_atomic(path, dump_rows([_on_disk(r, path) for r in rows]))
+            write_text_atomic(path, dump_rows([_on_disk(r) for r in rows]))
     except OSError as e:
         log.warning("results table %s not updated (%s): the artifact root is read-only", path, e.strerror or e)
         return False
@@ -53,18 +53,23 @@ def read_rows(path: str | Path) -> list[dict]:
     path = Path(path)
     if not path.exists():
         return []
-    rows = []
-    text = io.StringIO(path.read_text(encoding="utf-8", errors="replace"))
-    reader = jsonlines.Reader(text)
+    rows, line = [], [0]
+
+    def lines():  # the non-empty lines, keeping the file's line number for messages
+        for n, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if text.strip():
+                line[0] = n
+                yield text
+
     try:
-        for row in reader.iter(skip_empty=True):
+        for row in jsonlines.Reader(lines()):
             if not isinstance(row, dict) or "scores_key" not in row:
-                raise ResultsError(f"{path}:{len(rows) + 1}: not a results row (no scores_key). Fix: delete that line.")
+                raise ResultsError(f"{path}:{line[0]}: not a results row (no scores_key). Fix: delete that line.")
             if row.get("run_file") and len(Path(str(row["run_file"])).parts) >= 3:
                 row["run_file"] = str(run_path(path, row))
             rows.append(row)
-    except jsonlines.InvalidLineError as e:
-        raise ResultsError(f"{path}:{e.lineno}: not a JSON row. Fix: delete that line; rerunning its experiment "
+    except jsonlines.InvalidLineError:
+        raise ResultsError(f"{path}:{line[0]}: not a JSON row. Fix: delete that line; rerunning its experiment "
                            f"adds it again from its cached artifacts.") from None
     return rows
 
@@ -229,7 +234,7 @@ def run_path(results: str | Path, row: dict) -> Path:
     return Path(results).resolve().parent / kind / key / name
 
 
-def _on_disk(row: dict, results: Path) -> dict:
+def _on_disk(row: dict) -> dict:
     if not row.get("run_file") or len(Path(str(row["run_file"])).parts) < 3:
         return row
     kind, key, name = Path(row["run_file"]).parts[-3:]

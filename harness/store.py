@@ -233,9 +233,10 @@ class Store:
                 os.rename(tmp, final)
                 fsync_dir(final.parent)
             except BaseException as e:
-                written = _tree_bytes(tmp)
+                full = _disk_full(e)
+                written = _tree_bytes(tmp) if full else 0  # walked only to say how much space is needed
                 shutil.rmtree(tmp, ignore_errors=True)
-                if _disk_full(e):
+                if full:
                     free = shutil.disk_usage(final.parent).free
                     raise StoreError(f"{final.parent}: no space left on the device while building {label} {art.key} "
                                      f"({_size(written)} written before it filled, removed again; {_size(free)} "
@@ -254,8 +255,6 @@ class Store:
         p = self.root / "runs" / "report" / name
         p.mkdir(parents=True, exist_ok=True)
         return p
-
-
 
 
 def _disk_full(e: BaseException) -> bool:

@@ -37,7 +37,7 @@ def package(results: Path, names: list[str], out: Path, dataset=None, dataset_na
     their artifact's meta.json and the scores' manifest), validate them against their dataset's
     topics and documents, and copy them with configs and manifests. Rows are named as in
     ``compare`` (``dataset_name``, ``where``)."""
-    from .results import find, run_path, scores_dir
+    from .results import find, scores_dir
     from .validate_run import validate
 
     chosen = [find(results, name, dataset_name, where) for name in names]
@@ -47,7 +47,7 @@ def package(results: Path, names: list[str], out: Path, dataset=None, dataset_na
     if dup:
         raise SystemExit(f"runs share the tag(s) {dup}: their files would overwrite each other. Fix: name each "
                          f"system once (the same configuration twice has one tag).")
-    runs = [run_path(results, r) for r in chosen]
+    runs = [Path(r["run_file"]) for r in chosen]  # read_rows located each under this root
     for r, run, man in zip(chosen, runs, manifests):
         problem = _damage(run, man)
         if problem:
@@ -65,12 +65,12 @@ def package(results: Path, names: list[str], out: Path, dataset=None, dataset_na
     cols = metric_cols(metrics_of(chosen))
     readme = ["# Submission", "", "| run | experiment | " + " | ".join(cols) + " | config hash |",
               "|---|---|" + "---|" * len(cols) + "---|"]
-    for r, man in zip(chosen, manifests):
+    for r, run, man in zip(chosen, runs, manifests):
         # One manifest per experiment: the scores artifact is shared by identical configurations
         # under other names, so its name and config are this row's own.
         man = {**man, "experiment": r.get("experiment"), "config": r["config"]}
         tag = man["tag"]
-        shutil.copyfile(run_path(results, r), out / f"{tag}.trec")
+        shutil.copyfile(run, out / f"{tag}.trec")
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))
         write_text_atomic(out / f"{tag}.manifest.json", json.dumps(man, indent=2, sort_keys=True) + "\n")
         readme.append(f"| {tag} | {r.get('experiment')} | " + " | ".join(_f(r, c) for c in cols)

@@ -97,13 +97,13 @@ def compose(overrides: list[str]):
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    problem = unselected_group_keys(overrides)
-    if problem:
-        raise ConfigError(problem)
     try:
         with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
             return hydra_compose("config", overrides=overrides)
     except (HydraException, OmegaConfBaseException, AssertionError) as e:
+        problem = unselected_group_keys(overrides)  # Hydra's assertion for a key of a null group, explained
+        if problem:
+            raise ConfigError(problem) from None
         lines = [x.strip() for x in str(e).strip().splitlines() if x.strip() and not x.strip().startswith("To append")]
         lines = lines or [type(e).__name__]
         what = " ".join(lines[:3]).rstrip(".")
@@ -243,22 +243,19 @@ def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     import os
     import signal
 
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(grace)
-            if sig == signal.SIGKILL:
-                return
-        except subprocess.TimeoutExpired:
-            continue
-        try:  # the leader is gone; workers of its group may linger a moment
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
         return
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    try:  # whatever of the group is left: the leader after the grace, or workers that outlived it
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def run_launcher(spec, extra: list[str], launcher: str) -> list[str]:
