@@ -19,6 +19,7 @@ from .runs import sort_run, top_k
 
 AGGREGATIONS = ("maxp", "avgp", "sump", "avg_top3")  # what `aggregation=` may choose
 METHODS = AGGREGATIONS + ("identity",)
+VERSION = 1  # of the family-run builder (harness.env): bump when a change alters its run files
 
 
 def families(unit_ids: pd.Series) -> pd.Series:
@@ -60,7 +61,7 @@ def node(exp, unit_run):
     params = {"aggregation": method, "k": k}
     if exp.ds.self_ids:  # only datasets whose queries are also documents carry the flag
         params["drop_self_hits"] = True
-    art = Artifact("family_run", params, (unit_run,))
+    art = Artifact("family_run", params, (unit_run,), {"stage": VERSION})
 
     def build(tmp):
         from .runs import drop_self_hits, read_trec, write_trec

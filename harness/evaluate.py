@@ -25,6 +25,7 @@ import pandas as pd
 from .data.qrels import SUBSETS, grade_scale, integer_grades
 
 DEFAULT_MEASURES = ("nDCG@100", "R@100")
+VERSION = 5  # of the scores builder (harness.env): bump when a change alters per_query.csv or means
 
 
 def measure_names(names) -> list[str]:
@@ -127,11 +128,11 @@ def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
 def node(exp, run):
     """The scores stage: per-query and mean scores of a run over ALL / IN / OUT, and its manifest.
     Keyed by the judgments as scored (a digest of the positives), not by how they were read."""
-    from . import manifest
+    from . import env, manifest
     from .runs import read_trec
     from .store import Artifact, write_json_atomic
 
-    art = Artifact("scores", {"metrics": exp.metrics, "qrels": exp.ds.qrels_digest, "format": 4}, (run, exp.dataset_node))
+    art = Artifact("scores", {"metrics": exp.metrics}, (run, exp.qrels_node), env.scorer(VERSION))
 
     def build(tmp):
         run_file = exp.store.path(run) / "run.trec"

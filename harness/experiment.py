@@ -91,12 +91,24 @@ class Experiment:
         child = Experiment.__new__(Experiment)
         child.cfg, child.ds, child.plan, child.store, child.nodes = cfg, self.ds, self.plan, self.store, self.nodes
         child.metrics, child.inputs, child.later, child.encoders = self.metrics, [cfg], self.later, self.encoders
-        child.__dict__["dataset_node"] = self.dataset_node
+        for part in ("corpus_node", "topics_node", "qrels_node"):
+            child.__dict__[part] = getattr(self, part)
         return child
 
+    # One node per part of the dataset, so that an edit rebuilds only what reads that part: the
+    # corpus keys units (and so indexes, embeddings and everything after), the topics key runs, the
+    # qrels (as scored: positives, grades, IN/OUT, judged non-relevant) key scores.
     @cached_property
-    def dataset_node(self) -> Artifact:
-        return Artifact("dataset", {"fingerprint": self.ds.fingerprint})
+    def corpus_node(self) -> Artifact:
+        return Artifact("dataset", {"part": "corpus", "fingerprint": self.ds.corpus_fingerprint})
+
+    @cached_property
+    def topics_node(self) -> Artifact:
+        return Artifact("dataset", {"part": "topics", "fingerprint": self.ds.topics_fingerprint})
+
+    @cached_property
+    def qrels_node(self) -> Artifact:
+        return Artifact("dataset", {"part": "qrels", "fingerprint": self.ds.qrels_digest})
 
     # ------------------------------------------------------------------ the chain
     def unit_run(self, name: str) -> Artifact:
@@ -104,7 +116,7 @@ class Experiment:
         index = be.index(self, self.units(be))
         params = {"query_view": str(self.cfg.query_fields), "depth": int(self.cfg.search.depth), "backend": name,
                   **be.run_params(self)}
-        art = Artifact("unit_run", params, (index, self.dataset_node))
+        art = Artifact("unit_run", params, (index, self.topics_node), be.search_env(self))
 
         def build(tmp):
             from .runs import write_trec

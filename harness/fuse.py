@@ -20,6 +20,7 @@ import pandas as pd
 from .runs import top_k, with_ranks
 
 METHODS = ("rrf", "interpolation", "average")
+VERSION = 1  # of the fused-run builder (harness.env): bump when a change alters its run files
 
 
 def to_trecrun(run: pd.DataFrame):
@@ -77,7 +78,7 @@ def node(exp, parts):
     from .store import Artifact
 
     params = params_of(exp.cfg.fusion, exp.cfg.search.k)
-    art = Artifact("fused_run", params, tuple(parts))
+    art = Artifact("fused_run", params, tuple(parts), {"stage": VERSION})
 
     def build(tmp):
         from .runs import read_trec, write_trec

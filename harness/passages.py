@@ -30,6 +30,8 @@ from .data.schema import PASSAGE_SEP, DataError
 
 log = logging.getLogger(__name__)
 
+VERSION = 1  # of the units builder (harness.env): bump when a change alters the units written
+
 MIN_LENGTH, MAX_LENGTH = 16, 8192
 
 
@@ -126,7 +128,12 @@ def node(exp, backend, build: bool = True):
             e = cfg.encoder
             params |= {"encoder_tokenizer": e.model, "encoder_revision": e.revision, "fit_max_length": int(e.max_length),
                        "doc_prefix": e.doc_prefix or ""}
-    art = Artifact("units", params, (exp.dataset_node,))
+    from . import env
+
+    stage = {"stage": VERSION}
+    if params.get("tokenizer") == "encoder":  # windows are cut by the encoder's tokenizer
+        stage |= {"transformers": env.minor("transformers"), "tokenizers": env.minor("tokenizers")}
+    art = Artifact("units", params, (exp.corpus_node,), stage)
 
     def make(tmp: Path, sink=None):
         from .data import views as V

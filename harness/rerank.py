@@ -24,6 +24,7 @@ from .runs import top_k, with_ranks
 log = logging.getLogger(__name__)
 
 METHODS = ("ipc3_disjoint",)
+VERSION = 1  # of the re-ranked-run builder (harness.env): bump when a change alters its run files
 
 
 def disjoint(run: pd.DataFrame, query_codes: dict, doc_codes: dict) -> pd.Series:
@@ -57,7 +58,7 @@ def node(exp, run):
 
     r = exp.cfg.rerank
     params = {"method": str(r.method), "weight": float(r.weight), "k": int(r.k), "out_k": int(exp.cfg.search.k)}
-    art = Artifact("reranked_run", params, (run, exp.dataset_node))
+    art = Artifact("reranked_run", params, (run, exp.topics_node), {"stage": VERSION})
 
     def build(tmp):
         from .runs import read_trec, write_trec

