@@ -291,3 +291,11 @@ def _tree_bytes(folder: Path) -> int:
 
 def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
+
+
+if __name__ == "__main__":  # python -m harness.store gc [--dry-run]
+    import sys
+
+    from harness.collect import main
+
+    sys.exit(main(sys.argv[1:]))
