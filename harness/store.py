@@ -66,6 +66,8 @@ class DamagedArtifact(RuntimeError):
         super().__init__(message)
         self.artifact = artifact
 
+_swept: set[Path] = set()  # roots whose stale temporary folders this process has removed
+
 # Which top-level folder each kind of artifact lives in.
 ROOTS = {**dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
          **dict.fromkeys(("unit_run", "family_run", "fused_run", "reranked_run", "scores"), "runs")}
@@ -118,6 +120,35 @@ class Store:
         self.verify = verify
         self.lock_timeout = lock_timeout
         self._checked: set[str] = set()
+        if self.root not in _swept:
+            _swept.add(self.root)
+            self.sweep()
+
+    def sweep(self) -> list[Path]:
+        """Remove the temporary folders of builds that were killed (SIGKILL, a lost node), of any
+        key, with the named pipes they may hold: a build's folder is stale when no live process
+        holds its key's lock (the lock dies with its process). Run once per root and process, at
+        start-up; a read-only root is left as it is."""
+        removed = []
+        for tmp in sorted(self.root.glob("*/*/.*.tmp")):
+            if tmp.parent.name not in ROOTS or not tmp.is_dir():
+                continue
+            key = tmp.name.split(".")[1]
+            lock = FileLock(str(tmp.parent / key) + ".lock", timeout=0)
+            try:
+                lock.acquire()
+            except Timeout:  # a live builder's folder
+                continue
+            except OSError:
+                return removed
+            try:
+                if tmp.exists():
+                    log.warning("removing the temporary folder of an interrupted build: %s", tmp)
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    removed.append(tmp)
+            finally:
+                lock.release()
+        return removed
 
     @classmethod
     def from_config(cls, cfg) -> "Store":

@@ -194,6 +194,7 @@ def test_sigkill_during_index_build_then_rerun_equals_uninterrupted(tmp_path):
         assert subprocess.run(_cli(tmp_path / root, *args), cwd=ROOT, capture_output=True).returncode == 0
     assert _read_scores(tmp_path / "a").equals(_read_scores(tmp_path / "b"))
     assert not any(lucene.glob(".*.tmp"))  # the stale temporary build was cleaned up
+    assert not [p for p in (tmp_path / "a").rglob("*") if p.is_fifo()]  # and its named pipes with it
 
 
 def test_sigkill_during_encoding_then_rerun_equals_uninterrupted(tmp_path):
