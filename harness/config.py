@@ -50,6 +50,7 @@ class DatasetConf:
     repo_id: Optional[str] = None
     revision: Optional[str] = None
     cache_dir: Optional[str] = None
+    local_files_only: bool = False           # hub: never ask the hub, read huggingface_hub's cache only
     split: str = "test"
     params: Dict[str, Any] = field(default_factory=dict)
     domain_source: DomainSource = DomainSource.file
@@ -186,6 +187,7 @@ ConfigStore.instance().store(name="schema", node=Config)
 NOT_IN_KEYS = {"search.threads", "index.threads", "encoder.batch_size", "encoder.device", "encoder.trust_remote_code",
                "root", "name", "verify",
                "store.lock_timeout", "results", "dataset.path", "dataset.files", "dataset.cache_dir",
+               "dataset.local_files_only",
                "dataset.repo_id", "dataset.revision", "dataset.split", "dataset.type", "dataset.params",
                "bm25.max_clauses", "dataset.published", "cost.gpu_speedup"}
 

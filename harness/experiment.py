@@ -29,6 +29,7 @@ from .naming import columns, tag
 from .backends import get as backend
 from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
 from .data import Dataset
+from .data import schema as S
 from .data import views as V
 from .store import Artifact, DamagedArtifact, Store
 
@@ -46,6 +47,13 @@ class Experiment:
         self.cfg, self.ds, self.plan = cfg, dataset, plan
         if getattr(dataset, "positives", None) is not None:  # measures the grades allow, before anything runs
             evaluate.check_grade_scaling(evaluate.parse_measures(self.metrics), dataset.positives)
+        if hasattr(dataset, "require"):  # features whose columns the files lack are refused by name
+            for sub in self.inputs:
+                dataset.require("queries", V.fields(str(sub.query_fields), "query"), f"query_fields={sub.query_fields}")
+                dataset.require("corpus", V.fields(str(sub.target_fields), "target"), f"target_fields={sub.target_fields}")
+            if cfg.rerank is not None:
+                for part in ("queries", "corpus"):
+                    dataset.require(part, [S.IPC3], f"rerank={cfg.rerank.method}")
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}

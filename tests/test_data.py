@@ -253,7 +253,7 @@ def test_hub_loader_downloads_the_three_files_and_records_the_commit(monkeypatch
 
     monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda self, repo, revision=None: Info())
 
-    def download(repo_id, filename, repo_type=None, revision=None, cache_dir=None):
+    def download(repo_id, filename, repo_type=None, revision=None, cache_dir=None, local_files_only=False):
         calls.append((repo_id, filename, repo_type, revision))
         return str(snap / filename)
 
@@ -287,3 +287,106 @@ def test_ir_datasets_docs_store_looks_up_by_id(tiny_folder):
     store = ds.docs_store()
     assert store.get(ids[0]).text == docs[ids[0]]
     assert {i: d.text for i, d in store.get_many(ids).items()} == {i: docs[i] for i in ids}
+
+
+MTEB_REVISION = "780f4011d60297fc6e97a4119b0c516d13afea2d"
+
+
+def hub_snapshot(cache_dir, tiny_folder, commit=MTEB_REVISION, drop=()):
+    """The tiny set laid out as huggingface_hub caches ``datalyes/DAPFAM_patent`` at ``commit``: the
+    dataset card's three files, DAPFAM's column names and types (list<string> IPC3, full IPC codes
+    as a string, a claim date, float relevance with NC rows at 0.0)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    repo = cache_dir / "datasets--datalyes--DAPFAM_patent"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    q = pd.read_parquet(tiny_folder / "queries.parquet")
+    c = pd.read_parquet(tiny_folder / "corpus.parquet")
+    r = pd.read_parquet(tiny_folder / "qrels_all.parquet")
+    text = ["title_en", "abstract_en", "claims_text", "description_en"]
+    ipc3 = "classifications_ipcr_list_first_three_chars_list"
+
+    def family(frame, id_col):
+        out = {id_col: frame[id_col].astype(str)}
+        for col in text:
+            out[col] = frame[col] if col in frame else ""
+        out[ipc3] = frame[ipc3].map(list)
+        out["ipcr_codes_str"] = frame[ipc3].map(lambda codes: " ".join(f"{x}B 1/00" for x in codes))
+        out["earliest_claim_date"] = "2001-02-03"
+        return pd.DataFrame(out)
+
+    queries = family(q, "query_id")
+    queries["abstract_keywords"] = q["abstract_keywords"]
+    corpus = family(c, "relevant_id")
+    relations = pd.DataFrame({"query_id": r["query_id"].astype(str), "relevant_id": r["relevant_id"].astype(str),
+                              "relevance_score": r["relevance_score"].astype("float64"), "domain_rel": r["domain_rel"]})
+    for name, frame in (("queries", queries), ("corpus", corpus), ("qrels_all", relations)):
+        frame = frame.drop(columns=[d for d in drop if d in frame])
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        pq.write_table(table, snap / f"{name}.parquet")
+    return snap
+
+
+def test_the_hub_layout_loads_offline_through_the_hub_path(tiny_folder, tmp_path, monkeypatch, cfg_factory):
+    """dataset=dapfam at MTEB's pinned commit, from huggingface_hub's cache, without asking the hub."""
+    import huggingface_hub
+    import pyarrow.parquet as pq
+
+    from harness import data
+
+    snap = hub_snapshot(tmp_path / "hf", tiny_folder)
+    rel = pq.read_schema(snap / "qrels_all.parquet")
+    assert str(rel.field("relevance_score").type) == "double"
+    assert (pd.read_parquet(snap / "qrels_all.parquet").query("domain_rel == 'NC'")["relevance_score"] == 0.0).all()
+
+    def no_network(*a, **k):
+        raise AssertionError("the hub was asked for a pinned commit that is cached")
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", no_network)
+    cfg = cfg_factory("dataset=dapfam", f"dataset.cache_dir={tmp_path / 'hf'}", tiny=False)
+    assert cfg.dataset.revision == MTEB_REVISION
+    ds = data.load(cfg.dataset, cfg.root)
+    local = data.load_local(tiny_folder)
+    assert ds.source["type"] == "hub" and ds.source["revision"] == MTEB_REVISION
+    assert ds.summary() | {"dataset": None} == local.summary() | {"dataset": None}
+    codes = ds.doc_ipc_codes  # full IPC codes stay available to levers (IPC4, sections)
+    assert len(codes) == ds.n_docs and all(v.endswith("B 1/00") for v in codes.values() if v)
+    # local_files_only refuses to ask the hub for what is not cached, naming the fix
+    cfg = cfg_factory("dataset=dapfam", f"dataset.cache_dir={tmp_path / 'empty'}", "dataset.local_files_only=true",
+                      tiny=False)
+    with pytest.raises(DataError, match="local_files_only=true.*dataset=local"):
+        data.load(cfg.dataset, cfg.root)
+
+
+def test_a_missing_optional_column_disables_its_feature_by_name(tiny_folder, tmp_path, cfg_factory):
+    """Files without abstract_keywords and description_en load; KW and FULL are refused naming the
+    column and the file; TA runs."""
+    from harness import data
+    from harness.run import execute
+
+    snap = hub_snapshot(tmp_path / "hf", tiny_folder, drop=("abstract_keywords", "description_en"))
+    ds = data.load_local(snap)
+    assert ds.missing == {"queries": ["abstract_keywords"], "corpus": ["description_en"]}
+    base = ("dataset=local", f"dataset.path={snap}", "+experiment=doc_bm25")
+    with pytest.raises(DataError, match=r"query_fields=KW needs column\(s\) \['abstract_keywords'\].*queries.parquet"):
+        execute(cfg_factory(*base, "query_fields=KW", tiny=False))
+    with pytest.raises(DataError, match=r"target_fields=FULL needs column\(s\) \['description_en'\].*corpus.parquet"):
+        execute(cfg_factory(*base, "target_fields=FULL", tiny=False))
+    row = execute(cfg_factory(*base, "query_fields=TA", "target_fields=TA", tiny=False))
+    assert row["queries_ALL"] == len(ds.queries)
+
+
+def test_without_ipc3_codes_or_domain_labels_in_out_cannot_be_told(tiny_folder, tmp_path):
+    from harness import data
+
+    snap = hub_snapshot(tmp_path / "hf", tiny_folder, drop=("classifications_ipcr_list_first_three_chars_list",))
+    ds = data.load_local(snap)  # the file's domain_rel labels suffice for scoring
+    assert ds.summary()["out_pairs"] > 0
+    df = pd.read_parquet(snap / "qrels_all.parquet").drop(columns=["domain_rel"])
+    df.to_parquet(snap / "qrels_all.parquet", index=False)
+    with pytest.raises(DataError, match="IN and OUT cannot be told apart"):
+        data.load_local(snap)

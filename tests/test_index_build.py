@@ -138,3 +138,35 @@ def test_stale_temporary_folders_of_any_key_are_swept_at_start_up(tmp_path):
         holder.kill()
         holder.wait()
     assert Store(tmp_path).sweep() == [live]  # its builder is gone now
+
+
+def test_a_chunk_larger_than_a_pipe_is_never_split_between_pipes(tmp_path, monkeypatch, bounded):
+    """Non-blocking writes go out in pieces when a pipe is nearly full: the rest of the chunk must
+    follow into the same pipe, or two readers each get half a line (two unindexable documents)."""
+    import json
+
+    monkeypatch.setattr(bm25, "PIPE_BYTES", 4096)
+    monkeypatch.setattr(bm25, "CHUNK_CHARS", 20_000)
+    fifos = [tmp_path / f"p{i}" for i in range(2)]
+    for f in fifos:
+        os.mkfifo(f)
+    got = [b"", b""]
+
+    def read(i):
+        with open(fifos[i], "rb") as f:
+            while block := f.read(1024):
+                got[i] += block
+                time.sleep(0.001)  # slow readers: the writer meets full pipes
+
+    readers = [threading.Thread(target=read, args=(i,)) for i in range(2)]
+    for t in readers:
+        t.start()
+    lines = [json.dumps({"id": f"d{i}", "contents": "word " * 100}) + "\n" for i in range(300)]
+    with bm25._Pipes(fifos) as pipes:
+        for line in lines:
+            pipes.write(line)
+    for t in readers:
+        t.join()
+    out = [g.decode().splitlines(keepends=True) for g in got]
+    assert all(out), "both pipes should have been used"
+    assert sorted(out[0] + out[1]) == sorted(lines)  # every line whole, in exactly one pipe

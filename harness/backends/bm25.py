@@ -221,10 +221,10 @@ class _Pipes:
             return
         data = memoryview("".join(self.chunk).encode("utf-8"))
         self.chunk, self.size = [], 0
-        while data:
-            if not self.fds:
-                raise ReaderGone("every IndexCollection thread stopped reading its pipe")
-            fd = min(self.fds, key=_unread) if len(self.fds) > 1 else self.fds[0]
+        if not self.fds:
+            raise ReaderGone("every IndexCollection thread stopped reading its pipe")
+        fd = min(self.fds, key=_unread) if len(self.fds) > 1 else self.fds[0]
+        while data:  # the whole chunk to one pipe: a line split between two readers is two bad documents
             try:
                 data = data[os.write(fd, data):]
             except BlockingIOError:
@@ -232,9 +232,10 @@ class _Pipes:
                     raise ReaderGone("IndexCollection returned while units were still being written") from None
                 select.select([], [fd], [], POLL_SECONDS)
             except BrokenPipeError:  # that thread died; what it lost is counted after the build
-                log.warning("an IndexCollection thread closed its pipe early; its units go to the others")
+                log.warning("an IndexCollection thread closed its pipe early; the next units go to the others")
                 self.fds.remove(fd)
                 os.close(fd)
+                return
 
     def close(self) -> None:
         for fd in self.fds:

@@ -35,8 +35,15 @@ class Dataset:
     source: dict = field(default_factory=dict)
     drop_self_hits: bool = True
     corpus_fingerprint: str = ""  # a digest of the corpus file (the loader's); defaults to ``fingerprint``
+    missing: dict = field(default_factory=dict)  # {"queries"|"corpus"|"qrels": optional columns the files lack}
 
     def __post_init__(self):
+        no_codes = S.IPC3 in self.missing.get("queries", []) or S.IPC3 in self.missing.get("corpus", [])
+        if no_codes and (self.domain_source == "ipc3" or S.DOMAIN in self.missing.get("qrels", [])):
+            why = "dataset.domain_source=ipc3" if self.domain_source == "ipc3" else "the qrels have no domain_rel"
+            raise DataError(f"{why}, and the {' and '.join(k for k in ('queries', 'corpus') if S.IPC3 in self.missing.get(k, []))} "
+                            f"file lacks {S.IPC3!r}: IN and OUT cannot be told apart. Fix: use files with the IPC3 "
+                            f"lists (the hub's DAPFAM files have them), or domain_source=file with domain_rel labels.")
         self.positives, self.domain_check = positives(self.qrels_raw, self.queries, self.doc_ipc3, self.domain_source)
         self.judged = judged_pairs(self.qrels_raw)
         self.corpus_fingerprint = self.corpus_fingerprint or self.fingerprint
@@ -46,6 +53,23 @@ class Dataset:
             log.warning("%d query id(s) are also corpus ids (e.g. %s): %s", len(both), sorted(both)[:3],
                         "each query's own family is dropped from its ranking (dataset.drop_self_hits=true)"
                         if self.drop_self_hits else "they may retrieve themselves (dataset.drop_self_hits=false)")
+
+    def require(self, part: str, columns, what: str) -> None:
+        """Refuse a feature whose column the ``part`` file (queries, corpus, qrels) lacks."""
+        lacking = [c for c in columns if c in self.missing.get(part, [])]
+        if lacking:
+            where = self.source.get("files", {}).get(part, f"the {part} file")
+            raise DataError(f"{what} needs column(s) {lacking}, which {where} lacks. Fix: choose a setting that "
+                            f"reads the columns it has, or use files with them (the hub's DAPFAM files have all).")
+
+    @cached_property
+    def doc_ipc_codes(self) -> dict:
+        """``{doc id: full IPC codes}`` (``ipcr_codes_str``), read on first use, for levers that want
+        IPC4 or section features; a clear error where the corpus lacks the column."""
+        if not hasattr(self.corpus, "column"):
+            raise DataError(f"dataset {self.name}: its corpus format has no {S.IPC_FULL!r} column. Fix: use "
+                            f"DAPFAM-format parquet files.")
+        return self.corpus.column(S.IPC_FULL)
 
     @cached_property
     def topics_fingerprint(self) -> str:
@@ -96,6 +120,7 @@ def _make(name: str, parts: dict, opts: dict, source: dict) -> Dataset:
     return Dataset(name=name, fingerprint=parts["fingerprint"], queries=parts["queries"], qrels_raw=parts["qrels"],
                    doc_ipc3=parts["doc_ipc3"], corpus=parts["corpus"], domain_source=opts.get("domain_source", "file"),
                    drop_self_hits=bool(opts.get("drop_self_hits", True)), corpus_fingerprint=parts["corpus_fingerprint"],
+                   missing=parts.get("missing", {}),
                    source={**source, "files": parts["files"], "fingerprint": parts["fingerprint"]})
 
 
@@ -121,12 +146,12 @@ def load_beir(path: str | Path, split: str = "test", digest_cache: Path | None =
 
 
 def load_hub(repo_id: str, revision: str, files: dict | None = None, cache_dir: str | None = None,
-             digest_cache: Path | None = None, **opts) -> Dataset:
+             digest_cache: Path | None = None, local_files_only: bool = False, **opts) -> Dataset:
     from .dapfam import DEFAULT_FILES, download_hub, read_local
 
     opts = _opts(**opts)
     files = {**DEFAULT_FILES, **(files or {})}
-    root, commit = download_hub(repo_id, revision, files, cache_dir)
+    root, commit = download_hub(repo_id, revision, files, cache_dir, local_files_only)
     parts = read_local(root, files, opts["unknown_ids"], digest_cache)
     return _make("dapfam", parts, opts, {"type": "hub", "repo_id": repo_id, "revision": commit})
 
@@ -170,7 +195,7 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
         ds = load_beir(cfg.path, cfg.get("split", "test"), digest_cache=cache, **opts)
     elif kind == "hub":
         ds = load_hub(cfg.repo_id, cfg.revision, dict(cfg.get("files") or {}), cfg.get("cache_dir"), digest_cache=cache,
-                      **opts)
+                      local_files_only=bool(cfg.get("local_files_only", False)), **opts)
     else:
         raise DataError(f"dataset.type={kind!r}: expected one of mini, local, beir, hub. Fix: choose dataset=mini|local|beir|dapfam.")
     log.info("dataset %s: %s", ds.name, ds.summary())

@@ -32,12 +32,24 @@ class ParquetCorpus:
 
     path: Path
 
+    @property
+    def names(self) -> list[str]:
+        return pq.read_schema(self.path).names
+
+    def column(self, name: str) -> dict:
+        """``{doc id: value}`` of one column (e.g. ``ipcr_codes_str``), read alone."""
+        if name not in self.names:
+            raise DataError(f"{self.path}: no column {name!r}. Fix: use the hub's corpus.parquet, which has it.")
+        frame = read_parquet(self.path, [S.DOC_ID, name])
+        return dict(zip(frame[S.DOC_ID].astype(str), frame[name]))
+
     def iter_batches(self, columns: list[str], batch_size: int = 2048) -> Iterator[pd.DataFrame]:
         # pre_buffer=False: pyarrow's default pre-buffering holds large parts of the file in memory
         # while streaming; without it memory stays near one record batch (bench/dapfam_scale.py
         # prints the peak RSS of a DAPFAM-sized run).
         pf = pq.ParquetFile(self.path, pre_buffer=False)
-        cols = [S.DOC_ID] + [c for c in columns if c != S.DOC_ID]
+        wanted = [S.DOC_ID] + [c for c in columns if c != S.DOC_ID]
+        cols = [c for c in wanted if c in pf.schema_arrow.names]  # an absent optional column reads as empty
         batches = pf.iter_batches(batch_size=batch_size, columns=cols, use_threads=False)
         while True:
             try:
@@ -48,6 +60,9 @@ class ParquetCorpus:
                 raise DataError(f"{self.path}: cannot read columns {cols}: {str(e).splitlines()[0]}. Fix: re-encode "
                                 f"the text as UTF-8 and write the file again.") from e
             frame = checked(batch, self.path).to_pandas()
+            for c in wanted:
+                if c not in frame:
+                    frame[c] = None
             yield frame
 
 
@@ -122,18 +137,20 @@ def read_local(path: str | Path, files: dict | None = None, unknown_ids: str = "
                         f"{', '.join(DEFAULT_FILES.values())}.")
     files = {**DEFAULT_FILES, **(files or {})}
     qpath, cpath, rpath = (root / files[k] for k in ("queries", "corpus", "qrels"))
-    check_columns(qpath, S.QUERY_COLUMNS)
-    check_columns(cpath, S.CORPUS_COLUMNS)
-    check_columns(rpath, [S.QUERY_ID, S.DOC_ID, S.RELEVANCE])
+    check_columns(qpath, S.REQUIRED["queries"])
+    check_columns(cpath, S.REQUIRED["corpus"])
+    check_columns(rpath, S.REQUIRED["qrels"])
+    missing = {"queries": absent(qpath, S.QUERY_COLUMNS), "corpus": absent(cpath, S.CORPUS_COLUMNS),
+               "qrels": absent(rpath, [S.DOMAIN])}
+    check_columns(qpath, [c for c in S.QUERY_COLUMNS if c not in missing["queries"]])  # text stored as bytes
+    check_columns(cpath, [c for c in S.CORPUS_COLUMNS if c not in missing["corpus"]])
+    for part, cols in missing.items():
+        for c in cols:
+            log.warning("%s has no column %r: %s are refused with this data", files[part], c, S.ENABLES[c])
 
-    queries = read_parquet(qpath, S.QUERY_COLUMNS)
-    docs = read_parquet(cpath, [S.DOC_ID, S.IPC3])
-    qrels_cols = [S.QUERY_ID, S.DOC_ID, S.RELEVANCE]
-    if S.DOMAIN in pq.read_schema(rpath).names:
-        qrels_cols.append(S.DOMAIN)
-    qrels = read_parquet(rpath, qrels_cols)
-    if S.DOMAIN not in qrels:
-        qrels[S.DOMAIN] = None
+    queries = read_optional(qpath, S.QUERY_COLUMNS + [S.IPC_FULL], missing["queries"] + absent(qpath, [S.IPC_FULL]))
+    docs = read_optional(cpath, [S.DOC_ID, S.IPC3], missing["corpus"])
+    qrels = read_optional(rpath, S.QRELS_COLUMNS, missing["qrels"])
     from .digest import files_digest
 
     from .validate import validate
@@ -143,27 +160,57 @@ def read_local(path: str | Path, files: dict | None = None, unknown_ids: str = "
         "fingerprint": files_digest((qpath, cpath, rpath), digest_cache),
         "corpus_fingerprint": fingerprint_file(cpath, digest_cache),
         "files": {"queries": str(qpath), "corpus": str(cpath), "qrels": str(rpath)},
+        "missing": {k: v for k, v in missing.items() if v},
     }
 
 
-def download_hub(repo_id: str, revision: str, files: dict, cache_dir: str | None = None) -> tuple[Path, str]:
-    """Fetch the three files from the Hugging Face hub (cached by huggingface_hub) and return the
-    snapshot folder and the resolved commit. Needs network access to the hub."""
+def absent(path: Path, columns: list[str]) -> list[str]:
+    names = pq.read_schema(path).names
+    return [c for c in columns if c not in names]
+
+
+def read_optional(path: Path, columns: list[str], missing: list[str]) -> pd.DataFrame:
+    """Read the columns a file has; those it lacks are empty (None), their features refused."""
+    frame = read_parquet(path, [c for c in columns if c not in missing])
+    for c in missing:
+        frame[c] = None
+    return frame
+
+
+def download_hub(repo_id: str, revision: str, files: dict, cache_dir: str | None = None,
+                 local_files_only: bool = False) -> tuple[Path, str]:
+    """The three files of a hub dataset at ``revision`` through huggingface_hub's cache: the
+    snapshot folder and the commit. A pinned commit is immutable, so files already in the cache
+    are used without asking the hub (offline, air-gapped nodes, ``HF_HUB_OFFLINE``); anything else
+    (a branch name, files not cached yet) asks the hub unless ``local_files_only``."""
+    import re
+
     from huggingface_hub import HfApi, hf_hub_download
 
-    try:
-        commit = HfApi().dataset_info(repo_id, revision=revision).sha or revision
-    except Exception:  # offline but cached: hf_hub_download below still works from the cache
-        commit = revision
-    paths = {}
-    for key, name in files.items():
+    def fetch(commit: str, local: bool) -> dict:
+        return {k: Path(hf_hub_download(repo_id, name, repo_type="dataset", revision=commit, cache_dir=cache_dir,
+                                        local_files_only=local)) for k, name in files.items()}
+
+    paths, commit = None, revision
+    if re.fullmatch(r"[0-9a-f]{40}", revision or ""):
         try:
-            paths[key] = Path(hf_hub_download(repo_id, name, repo_type="dataset", revision=commit, cache_dir=cache_dir))
+            paths = fetch(revision, True)
+        except Exception:  # noqa: BLE001  (not cached yet: ask the hub below)
+            paths = None
+    if paths is None:
+        try:
+            if local_files_only:
+                raise RuntimeError("dataset.local_files_only=true")
+            commit = HfApi().dataset_info(repo_id, revision=revision).sha or revision
+            paths = fetch(commit, False)
         except Exception as e:
             raise DataError(
-                f"hub dataset {repo_id}@{revision}: cannot fetch {name} ({type(e).__name__}: {e}). Fix: check network "
-                f"access to the hub, or download the files once and use dataset=local dataset.path=DIR."
+                f"hub dataset {repo_id}@{revision}: cannot fetch {', '.join(files.values())} ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else ''}). Fix: check network access to the hub (the files "
+                f"are cached once fetched), or download them once and use dataset=local dataset.path=DIR."
             ) from e
     # Names may hold sub-folders ("data/corpus.parquet"): the snapshot root is above them.
     roots = {p.parents[len(Path(files[k]).parts) - 1] for k, p in paths.items()}
+    if len(roots) != 1:
+        raise DataError(f"hub dataset {repo_id}@{revision}: the files resolved to several snapshots {sorted(map(str, roots))}.")
     return roots.pop(), commit

@@ -42,6 +42,8 @@ def join(values: Iterable) -> str:
     for v in values:
         if v is None or (isinstance(v, float) and v != v):
             continue
+        if not isinstance(v, str) and hasattr(v, "__iter__"):  # a list column (keywords as a list)
+            v = ", ".join(str(x) for x in v if x is not None)
         text = str(v).strip()
         if text:
             parts.append(text)
