@@ -1,6 +1,7 @@
 """One experiment as a chain of stages, each an artifact: the data path of the design card.
 
-    dataset -> units -> index -> unit run -> family run -> [fused run] -> [re-ranked run] -> scores
+    corpus -> units -> index -> unit run -> family run -> [fused run] -> [re-ranked run] -> scores
+                               topics -^                                       qrels -^
 
 Each stage lives in its own module and owns its parameters, its artifact and its builder:
 :func:`harness.passages.node` (units), the backend's ``index`` and ``search``

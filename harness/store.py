@@ -1,8 +1,11 @@
 """Artifacts: keys, paths, atomic writes, locks and ``meta.json``.
 
-An artifact's key is a short hash of its kind, its own parameters and its parents' keys, so two
-experiments that share a prefix of the data path share those artifacts: one index serves every
-query view, aggregation and fusion built on it; one passage run serves all four aggregations.
+An artifact's key is a short hash of its kind, its own parameters, its parents' keys and its
+``env`` (the stage's code version and the software versions that change its bytes,
+:mod:`harness.env`), so two experiments that share a prefix of the data path share those
+artifacts: one index serves every query view, aggregation and fusion built on it; one passage run
+serves all four aggregations. An upgrade makes new keys; ``python -m harness.store gc`` lists and
+removes what the old ones left (:mod:`harness.collect`).
 
 Only this module decides where things live under ``indexes/`` and ``runs/``. A builder writes
 into a private temporary folder next to the final one and the folder is renamed into place only
