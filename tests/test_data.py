@@ -66,13 +66,28 @@ def test_domain_disagreement_reported_and_configurable(tmp_path, caplog):
     assert set(ds2.qrels("OUT").doc_id) == {"D2"} and set(ds2.qrels("IN").doc_id) == {"D1"}
 
 
-@pytest.mark.parametrize("which,column", [("queries", S.TITLE), ("corpus", S.IPC3), ("qrels", S.RELEVANCE)])
-def test_missing_column_names_file_and_column(small, which, column):
-    f = small / {"queries": "queries.parquet", "corpus": "corpus.parquet", "qrels": "qrels_all.parquet"}[which]
+FILES = {"queries": "queries.parquet", "corpus": "corpus.parquet", "qrels": "qrels_all.parquet"}
+
+
+@pytest.mark.parametrize("which,column", [("queries", S.QUERY_ID), ("corpus", S.DOC_ID), ("qrels", S.RELEVANCE)])
+def test_missing_required_column_names_file_and_column(small, which, column):
+    f = small / FILES[which]
     pd.read_parquet(f).drop(columns=[column]).to_parquet(f, index=False)
     with pytest.raises(DataError) as e:
         load_local(small)
     assert f.name in str(e.value) and column in str(e.value) and "Fix" in str(e.value)
+
+
+@pytest.mark.parametrize("which,column,what", [("queries", S.TITLE, "query_fields=T"),
+                                               ("corpus", S.IPC3, "rerank=ipc3_disjoint")])
+def test_missing_optional_column_loads_and_its_feature_names_file_and_column(small, which, column, what):
+    f = small / FILES[which]
+    pd.read_parquet(f).drop(columns=[column]).to_parquet(f, index=False)
+    ds = load_local(small)
+    assert ds.missing == {which: [column]}
+    with pytest.raises(DataError) as e:
+        ds.require(which, [column], what)
+    assert f.name in str(e.value) and column in str(e.value) and what in str(e.value) and "Fix" in str(e.value)
 
 
 def test_duplicate_ids(small):
