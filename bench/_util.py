@@ -55,8 +55,10 @@ def split_units(units_dir: Path, out: Path, threads: int) -> Path:
 
 def compose(*overrides: str):
     """The project's config composed as the CLI would, with these overrides."""
+    from hydra import compose as _compose
+    from hydra import initialize_config_dir
+
     import harness.config  # noqa: F401  (registers the schema)
-    from hydra import compose as _compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return _compose("config", overrides=list(overrides))

@@ -20,10 +20,12 @@ def main():
     ap.add_argument("--view", default="TA")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds after the warm-up; the best of each counts")
     a = ap.parse_args()
-    from harness import jvm  # noqa: F401
     from jnius import autoclass
 
-    from harness import passages
+    from harness import (
+        jvm,  # noqa: F401
+        passages,
+    )
     from harness.backends import bm25 as lucene
     from harness.data import views as V
     from harness.data.qrels import write_trec_topics

@@ -35,7 +35,6 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-
 from _util import compose, peak_rss_mib, report, split_units, timer
 
 DAPFAM_FAMILIES = 45_336
@@ -81,9 +80,10 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     except ImportError:
         print("bm25s not installed: no second anchor (pip install -e .[bench])")
         return
+    from jnius import autoclass
+
     from harness.backends import bm25 as lucene
     from harness.data.qrels import write_trec_topics
-    from jnius import autoclass
 
     sub = tmp / "bm25s-units" / "docs"
     sub.mkdir(parents=True)
@@ -119,9 +119,10 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
 def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
     """Alternate the harness's search and SearchCollection on one index, best of each (after the
     whole-path run both are warm): the fair figure, since one cold run varies from run to run."""
+    from jnius import autoclass
+
     from harness.backends import bm25 as lucene
     from harness.data.qrels import write_trec_topics
-    from jnius import autoclass
 
     write_trec_topics(topics, tmp / "round-topics.tsv")
     args = lucene.collection_args(index, tmp / "round-topics.tsv", tmp / "round.run", cfg.bm25.k1, cfg.bm25.b,
@@ -176,15 +177,18 @@ def main():
     ap.add_argument("--predict-only", action="store_true",
                     help="print what the cost estimate predicts for each stage (calibrating first if needed), run nothing")
     a = ap.parse_args()
-    from harness import jvm  # noqa: F401
     from jnius import autoclass
-    from harness import data
+
+    from harness import (
+        data,
+        jvm,  # noqa: F401
+    )
     from harness.backends import bm25 as lucene
+    from harness.data import synthetic
     from harness.data import views as V
     from harness.data.qrels import write_trec_topics
     from harness.experiment import Experiment
     from harness.runs import read_trec
-    from harness.data import synthetic
     from harness.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))

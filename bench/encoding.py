@@ -6,7 +6,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-
 from _util import dataset, report, timer
 
 
@@ -15,11 +14,11 @@ def main():
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=64)
     a = ap.parse_args()
-    from harness import jvm  # noqa: F401
     from sentence_transformers import SentenceTransformer
 
-    from harness.data import views as V
+    from harness import jvm  # noqa: F401
     from harness.backends.dense import Encoder, resolve_model
+    from harness.data import views as V
 
     ds, name = dataset(Path(tempfile.mkdtemp(prefix="bench-enc-")))
     texts = [t for _, t in V.target_texts(ds.corpus, "TA") if t][: a.n]

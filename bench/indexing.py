@@ -14,8 +14,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--length", type=int, default=128)
     a = ap.parse_args()
-    from harness import jvm  # noqa: F401
-    from harness import passages
+    from harness import (
+        jvm,  # noqa: F401
+        passages,
+    )
     from harness.backends import bm25 as lucene
     from harness.backends import get
     from harness.experiment import Experiment

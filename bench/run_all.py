@@ -16,7 +16,7 @@ QUICK = [
 failed = 0
 for script, *args in QUICK:
     r = subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True)
-    lines = [l for l in r.stdout.splitlines() if l.startswith(("RATIO", "ESTIMATE"))]
+    lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE"))]
     print("\n".join(lines) if lines else f"{script}: no ratio printed", flush=True)
     if r.returncode != 0:
         failed += 1

@@ -86,7 +86,7 @@ def reachable(store: Store, results: Path, sweep_args: list[str] = ()) -> tuple[
     configs = {}
     for row in rows:
         configs.setdefault(OmegaConf.to_yaml(OmegaConf.create(row["config"])), row)
-    for text, row in configs.items():
+    for row in configs.values():
         cfg = OmegaConf.create(row["config"])
         try:
             dkey = OmegaConf.to_yaml(cfg.dataset)

@@ -399,9 +399,9 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
 
     rest = [first_choice(o) for o in overrides if o not in dotted and not o.startswith(("hydra.", "hydra/", "-"))]
     try:
-        from hydra import compose, initialize_config_dir
-
         from pathlib import Path
+
+        from hydra import compose, initialize_config_dir
 
         with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
             cfg = compose("config", overrides=rest)

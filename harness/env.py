@@ -20,12 +20,12 @@ old keys left behind.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from importlib import metadata
 from pathlib import Path
 
 
-@lru_cache(maxsize=None)
+@cache
 def _installed(dist: str) -> str | None:
     try:
         return metadata.version(dist)

@@ -26,12 +26,12 @@ from functools import cached_property
 from omegaconf import DictConfig, OmegaConf
 
 from . import aggregate, evaluate, fuse, passages, rerank
-from .naming import columns, tag
 from .backends import get as backend
 from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
 from .data import Dataset
 from .data import schema as S
 from .data import views as V
+from .naming import columns, tag
 from .store import Artifact, DamagedArtifact, Store
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class Experiment:
             return [fuse.run_config(cfg, r) for r in f.runs]
         return [fuse.run_config(cfg, {"backend": str(b)}) for b in f.backends]
 
-    def part(self, cfg: DictConfig) -> "Experiment":
+    def part(self, cfg: DictConfig) -> Experiment:
         """The same experiment (store, dataset, nodes) under one input run's config."""
         if cfg is self.cfg:
             return self

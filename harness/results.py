@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import io
 import json
-from functools import partial
 import logging
+from functools import partial
 from pathlib import Path
 
+import jsonlines
 import pandas as pd
 from filelock import FileLock
-
-import jsonlines
 
 from .store import write_text_atomic
 

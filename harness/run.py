@@ -38,9 +38,9 @@ def execute(cfg: DictConfig) -> dict:
 
 def user_errors() -> tuple:
     """Errors whose message names the file or key and the fix: one line and exit status 2, no traceback."""
-    from .data.schema import DataError
     from .backends import SearchError
     from .config import ConfigError
+    from .data.schema import DataError
     from .jvm import JavaError
     from .runs import RunFormatError
     from .store import DamagedArtifact, StoreError

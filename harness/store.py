@@ -29,9 +29,10 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -65,7 +66,7 @@ class DamagedArtifact(RuntimeError):
     """A finished artifact turned out to be unreadable while it was used (e.g. Lucene's
     CorruptIndexException). :meth:`Store.discard` removes it so that the next ask rebuilds it."""
 
-    def __init__(self, artifact: "Artifact", message: str):
+    def __init__(self, artifact: Artifact, message: str):
         super().__init__(message)
         self.artifact = artifact
 
@@ -91,7 +92,7 @@ class Artifact:
 
     kind: str
     params: dict
-    parents: tuple["Artifact", ...] = field(default_factory=tuple)
+    parents: tuple[Artifact, ...] = field(default_factory=tuple)
     env: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -154,7 +155,7 @@ class Store:
         return removed
 
     @classmethod
-    def from_config(cls, cfg) -> "Store":
+    def from_config(cls, cfg) -> Store:
         """The store a composed Hydra config names: ``root``, ``verify``, ``store.lock_timeout``."""
         return cls(cfg.get("root", "."), verify=bool(cfg.get("verify", False)),
                    lock_timeout=float((cfg.get("store") or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT)))

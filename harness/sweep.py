@@ -87,9 +87,9 @@ def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
 def compose(overrides: list[str]):
     """The experiment's config. Overrides of Hydra itself (``hydra.launcher.cpus_per_task=1``,
     ``hydra/launcher=...``) configure the launchers, not experiments: they are left to them."""
-    from . import config  # noqa: F401  (registers the config schema)
     from hydra import compose as hydra_compose
 
+    from . import config  # noqa: F401  (registers the config schema)
     from .config import ConfigError, unselected_group_keys
 
     overrides = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
@@ -213,7 +213,7 @@ def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
     from .results import add_row
 
     failed = []
-    for key, (overrides, cfg) in tqdm(scores.items(), desc="sweep", unit=" exp", disable=None):
+    for overrides, cfg in tqdm(scores.values(), desc="sweep", unit=" exp", disable=None):
         try:
             row = run_experiment(cfg, datasets.get(cfg))
             add_row(Path(cfg.root) / cfg.results, row)

@@ -13,20 +13,20 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import ir_measures
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ROOT, TINY, make_cfg
 from hydra.errors import HydraException
 
-from conftest import ROOT, TINY, make_cfg
+from harness.config import ConfigError
 from harness.data import DataError
 from harness.data import schema as S
-from harness.config import ConfigError
 from harness.run import execute
 from harness.store import StoreError
 
@@ -656,6 +656,7 @@ def test_run_entries_compose_like_a_command_line():
     """A group chosen inside a fusion run and its keys give the same run in either order, and the
     fused experiment's levers go only to runs of their backend."""
     from conftest import make_cfg
+
     from harness.fuse import run_config
 
     cfg = make_cfg(Path("/tmp/unused"), "+experiment=rrf_doc", "prf=rm3")

@@ -52,6 +52,7 @@ def test_breakdown_by_query_domain():
 def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     """The issue's acceptance check, on the real benchmark: document level, title+abstract."""
     from conftest import SHARED_CACM, make_cfg
+
     from harness.compare import main
     from harness.run import execute
 

@@ -3,8 +3,8 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import SHARED_CACM, TINY
+
 from harness.data import DataError, load_beir, load_local, mini
 from harness.data import schema as S
 from harness.data import views as V

@@ -52,9 +52,10 @@ def test_ideal_comes_from_qrels_not_from_run():
 
 
 def test_queries_without_positives_in_a_subset_are_left_out(tmp_path):
+    from test_data import d, hub_folder, q, r
+
     from harness.data import load_local
     from harness.evaluate import score
-    from test_data import d, hub_folder, q, r
 
     path = hub_folder(tmp_path / "s", [q("Q1", ["A61"]), q("Q2", ["G06"])], [d("D1", ["A61"]), d("D2", ["B65"])],
                       [r("Q1", "D1", 1, "IN"), r("Q1", "D2", 1, "OUT"), r("Q2", "D1", 1, "OUT")])

@@ -28,9 +28,9 @@ def run_table(rows):
 def test_bm25_prf_equals_pyserini_on_the_same_index(cfg_factory, method, setter, params):
     """RM3 and Rocchio through the harness (SearchCollection) give pyserini's LuceneSearcher
     set_rm3 / set_rocchio rankings and scores on the same index."""
-    import harness.jvm  # noqa: F401
     from pyserini.search.lucene import LuceneSearcher
 
+    import harness.jvm  # noqa: F401
     from harness import data
     from harness.data import views as V
     from harness.runs import from_hits, sort_run
@@ -131,9 +131,9 @@ def test_weighted_rrf_by_hand():
 
 
 def test_unweighted_rrf_is_pyserinis():
-    import harness.jvm  # noqa: F401
     from pyserini.fusion import reciprocal_rank_fusion
 
+    import harness.jvm  # noqa: F401
     from harness.fuse import fuse, to_trecrun
 
     ours = fuse([A, B], "rrf", k=60).set_index("doc_id")["score"].sort_index()
@@ -244,8 +244,8 @@ def test_run_weights_are_checked_like_fusion_weights(cfg_factory):
 
 
 def test_run_weights_key_the_fused_run_as_fusion_weights_do(cfg_factory):
-    from harness.experiment import Experiment
     from harness import data
+    from harness.experiment import Experiment
 
     def fused_key(*o):
         cfg = cfg_factory("+experiment=rrf_doc", *o)

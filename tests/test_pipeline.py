@@ -34,11 +34,11 @@ def test_doc_bm25_twice_builds_and_searches_once(cfg_factory, caplog):
 
 def test_bm25_parity_with_direct_pyserini(cfg_factory, tmp_path):
     """The harness's document BM25 equals pyserini used by hand: LuceneIndexer + LuceneSearcher."""
-    import harness.jvm  # noqa: F401
     import ir_measures
     from pyserini.index.lucene import LuceneIndexer
     from pyserini.search.lucene import LuceneSearcher
 
+    import harness.jvm  # noqa: F401
     from harness import data
     from harness.data import views as V
 
@@ -92,15 +92,15 @@ def test_dense_document_and_passage_offline_and_cached(cfg_factory, caplog):
 
 def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
     """Length-sorted, no-grad batches give pyserini's AutoDocumentEncoder vectors and scores."""
-    import harness.jvm  # noqa: F401
     import faiss
     import ir_measures
     import torch
     from pyserini.encode import AutoDocumentEncoder
 
+    import harness.jvm  # noqa: F401
     from harness import data
-    from harness.data import views as V
     from harness.backends.dense import resolve_model
+    from harness.data import views as V
 
     cfg = cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA")
     row = execute(cfg)
@@ -113,8 +113,8 @@ def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
         q = enc.encode(list(topics.values()), max_length=256)
     index = faiss.IndexFlatIP(emb.shape[1])
     index.add(emb.astype(np.float32))
-    D, I = index.search(q.astype(np.float32), 100)
-    run = [ir_measures.ScoredDoc(qid, docs[j][0], float(s)) for qid, ds_, is_ in zip(topics, D, I) for s, j in zip(ds_, is_)]
+    scores, ids = index.search(q.astype(np.float32), 100)
+    run = [ir_measures.ScoredDoc(qid, docs[j][0], float(s)) for qid, ds_, is_ in zip(topics, scores, ids) for s, j in zip(ds_, is_)]
     qrels = [ir_measures.Qrel(a, b, c) for a, b, c in ds.qrels("ALL").itertuples(index=False)]
     by_hand = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
     assert row["nDCG@100/ALL"] == pytest.approx(by_hand, abs=1e-4)
@@ -257,8 +257,8 @@ def test_units_are_indexed_while_they_are_written(cfg_factory):
     from_disk = build_index(units, root / "from-disk", 1)
     assert from_disk["indexed_units"] == n_units
     # the passage run over the streamed index equals a search of the index built from the file
-    from harness.backends.bm25 import search
     from harness import data
+    from harness.backends.bm25 import search
     from harness.data import views as V
 
     ds = data.load(cfg.dataset, cfg.root)

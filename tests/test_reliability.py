@@ -4,11 +4,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, kill_mid_build, make_cfg, tiny_overrides
 from hydra.errors import HydraException
 
-from conftest import ROOT, kill_mid_build, make_cfg, tiny_overrides
-from harness.data.schema import DataError
 from harness.config import ConfigError
+from harness.data.schema import DataError
 from harness.run import execute
 
 
@@ -67,15 +67,13 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
     the one list of values that never change results (threads, batch size, device, paths). A flip
     the config check refuses (a key the method does not read) counts neither way: the leaf must
     change a key in another experiment."""
+    import pandas as pd
+    from conftest import TINY
     from omegaconf import OmegaConf
 
     from harness.config import NOT_IN_KEYS
-    from harness.data import load_local
+    from harness.data import load_local, mini
     from harness.experiment import Experiment
-    from harness.data import mini
-    from conftest import TINY
-
-    import pandas as pd
 
     folder = mini.write(tmp_path / "data", **dict(TINY, description_words=tuple(TINY["description_words"])))
     qrels = pd.read_parquet(folder / "qrels_all.parquet")  # data on which the judgment options matter:

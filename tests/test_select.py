@@ -170,9 +170,10 @@ def test_select_reads_a_finished_sweep_and_never_searches(tmp_path, capsys, capl
     """A small sweep through harness.sweep, then harness.select over its score artifacts."""
     import logging
 
+    from conftest import tiny_overrides
+
     from harness import select as sel
     from harness import sweep
-    from conftest import tiny_overrides
 
     spec = tmp_path / "small.yaml"
     spec.write_text("description: test\nblocks:\n  b:\n    +experiment: doc_bm25,doc_dense,rrf_doc\n"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, tiny_overrides
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, kill_mid_build, tiny_overrides
+
 from harness.sweep import expand, load_sweep, main
 
 SWEEP = """

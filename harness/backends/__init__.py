@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from functools import lru_cache
+from functools import cache
 
 
 class SearchError(RuntimeError):
@@ -31,7 +31,7 @@ def available() -> list[str]:
     return sorted(p.stem for p in Path(__file__).parent.glob("*.py") if not p.stem.startswith("_"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def get(name: str):
     """The ``BACKEND`` of ``harness.backends.<name>``."""
     from ..config import ConfigError

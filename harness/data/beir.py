@@ -9,16 +9,16 @@ other views. Classification codes, for IN/OUT, come from an ``ipc3`` list in eit
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
 from . import schema as S
-from .validate import validate
 from .digest import file_digest, files_digest
 from .schema import DataError
+from .validate import validate
 
 
 def _codes(rec: dict):

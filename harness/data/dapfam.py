@@ -11,9 +11,9 @@ needs, through :meth:`ParquetCorpus.iter_batches`.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -152,7 +152,6 @@ def read_local(path: str | Path, files: dict | None = None, unknown_ids: str = "
     docs = read_optional(cpath, [S.DOC_ID, S.IPC3], missing["corpus"])
     qrels = read_optional(rpath, S.QRELS_COLUMNS, missing["qrels"])
     from .digest import files_digest
-
     from .validate import validate
 
     return validate(queries, docs, qrels, qpath=qpath, cpath=cpath, rpath=rpath, unknown_ids=unknown_ids) | {

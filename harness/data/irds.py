@@ -12,8 +12,8 @@ a prefix of your choice with :func:`register`.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Callable
 
 import ir_datasets
 from ir_datasets.datasets.base import Dataset as IrdsDataset
@@ -118,8 +118,9 @@ def register(prefix: str, get: Callable, doc_view: str = "FULL", query_view: str
 def register_defaults(root: str | None = None) -> list[str]:
     """``dapfam/*`` (the hub, with conf/dataset/dapfam.yaml's settings) and ``dapfam-mini/*``,
     with artifacts under ``root`` (default: ``$HARNESS_ROOT``, else the current directory)."""
-    from omegaconf import OmegaConf
     from pathlib import Path
+
+    from omegaconf import OmegaConf
 
     from ..store import default_root
     from . import load

@@ -6,7 +6,7 @@ title alone rather than a title and a dangling separator.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import pandas as pd
 
