@@ -1,4 +1,5 @@
 """Helpers shared by the bench scripts: the data they run on, timing, the ratio line."""
+
 from __future__ import annotations
 
 import resource

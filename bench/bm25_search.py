@@ -6,6 +6,7 @@ harness seconds / SearchCollection seconds. Both run in one JVM, after one warm-
 alternating, best of ``--rounds``; also checks that the two rankings are identical (every
 query, document and score).
 """
+
 import argparse
 import tempfile
 from pathlib import Path
@@ -53,9 +54,12 @@ def main():
     theirs = read_trec(tmp / "anserini.run")
     key = ["query_id", "doc_id"]
     same = run.sort_values(key).reset_index(drop=True).equals(theirs.sort_values(key).reset_index(drop=True))
-    report("bm25 search overhead harness/SearchCollection", t["harness"] / t["anserini"],
-           f"{len(topics)} queries of {name} ({a.view}), depth {a.depth}, {a.threads} threads: harness "
-           f"{t['harness']:.2f}s, SearchCollection {t['anserini']:.2f}s; identical rankings: {same}")
+    report(
+        "bm25 search overhead harness/SearchCollection",
+        t["harness"] / t["anserini"],
+        f"{len(topics)} queries of {name} ({a.view}), depth {a.depth}, {a.threads} threads: harness "
+        f"{t['harness']:.2f}s, SearchCollection {t['anserini']:.2f}s; identical rankings: {same}",
+    )
 
 
 if __name__ == "__main__":

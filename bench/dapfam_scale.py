@@ -25,6 +25,7 @@ what Anserini does alone on the same input:
     python bench/dapfam_scale.py --search-rounds 2    # plus warm alternating search rounds
     python bench/dapfam_scale.py --folder DIR --predict-only   # only what the estimate predicts
 """
+
 import argparse
 import json
 import shutil
@@ -65,8 +66,12 @@ def _predict(cfg) -> dict:
     missing = {n.key for n in nodes if n.kind != "dataset"}
     c = {**cost.calibrate(default_root(), cfg, cost.bm25_reach(nodes, missing, size)), "chars_per_token": 4.0}
     e = cost.estimate(nodes, missing, size, c, cfg)
-    return {"passaging+indexing": e["units"] + e["lucene"], "search": e["unit_run"], "aggregation": e["family_run"],
-            "scoring": e["scores"]}
+    return {
+        "passaging+indexing": e["units"] + e["lucene"],
+        "search": e["unit_run"],
+        "aggregation": e["family_run"],
+        "scoring": e["scores"],
+    }
 
 
 def stage_meta(store, exp, kind: str) -> dict:
@@ -88,8 +93,10 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     sub = tmp / "bm25s-units" / "docs"
     sub.mkdir(parents=True)
     ids, texts = [], []
-    with open(units_dir / "docs" / "units.jsonl", encoding="utf-8") as f, \
-            open(sub / "units.jsonl", "w", encoding="utf-8") as g:
+    with (
+        open(units_dir / "docs" / "units.jsonl", encoding="utf-8") as f,
+        open(sub / "units.jsonl", "w", encoding="utf-8") as g,
+    ):
         for i, line in enumerate(f):
             if i == n:
                 break
@@ -111,9 +118,12 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     retriever.retrieve(q_tokens, k=min(depth, len(ids)), n_threads=threads, show_progress=False)  # warm-up
     with timer(t, "bm25s"):
         retriever.retrieve(q_tokens, k=min(depth, len(ids)), n_threads=threads, show_progress=False)
-    print(f"for reference (another analyzer, so not equal work): bm25s search {t['bm25s']:.1f}s vs SearchCollection "
-          f"{t['anserini']:.1f}s over the first {len(ids)} passages, {len(topics)} queries, depth {depth}, {threads} "
-          f"threads, warm (bm25s indexing {t['bm25s_index']:.0f}s, one thread; bm25s has no Porter stemmer)", flush=True)
+    print(
+        f"for reference (another analyzer, so not equal work): bm25s search {t['bm25s']:.1f}s vs SearchCollection "
+        f"{t['anserini']:.1f}s over the first {len(ids)} passages, {len(topics)} queries, depth {depth}, {threads} "
+        f"threads, warm (bm25s indexing {t['bm25s_index']:.0f}s, one thread; bm25s has no Porter stemmer)",
+        flush=True,
+    )
 
 
 def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
@@ -125,8 +135,9 @@ def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
     from harness.data.qrels import write_trec_topics
 
     write_trec_topics(topics, tmp / "round-topics.tsv")
-    args = lucene.collection_args(index, tmp / "round-topics.tsv", tmp / "round.run", cfg.bm25.k1, cfg.bm25.b,
-                                  cfg.search.depth, a.threads)
+    args = lucene.collection_args(
+        index, tmp / "round-topics.tsv", tmp / "round.run", cfg.bm25.k1, cfg.bm25.b, cfg.search.depth, a.threads
+    )
     sc = autoclass("io.anserini.search.SearchCollection")
     best = {"harness": float("inf"), "anserini": float("inf")}
     for _ in range(a.search_rounds):
@@ -135,9 +146,12 @@ def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
         with timer(t, "anserini"):
             sc.main(args)
         best = {k: min(best[k], t[k]) for k in best}
-    report("bm25 search overhead harness/SearchCollection, warm", best["harness"] / best["anserini"],
-           f"{len(topics)} queries, {a.search_rounds} alternating rounds, best of each: harness {best['harness']:.1f}s, "
-           f"SearchCollection {best['anserini']:.1f}s")
+    report(
+        "bm25 search overhead harness/SearchCollection, warm",
+        best["harness"] / best["anserini"],
+        f"{len(topics)} queries, {a.search_rounds} alternating rounds, best of each: harness {best['harness']:.1f}s, "
+        f"SearchCollection {best['anserini']:.1f}s",
+    )
 
 
 def dense_line(full_passages: float, n: int = 256, batch: int = 32):
@@ -155,9 +169,12 @@ def dense_line(full_passages: float, n: int = 256, batch: int = 32):
         t0 = time.perf_counter()
         enc.encode(texts)
         rate = n / (time.perf_counter() - t0)
-        print(f"for reference: dense encoding {rate:.1f} passages of 512 tokens/s ({device}, all-MiniLM-L6-v2, {dtype}, "
-              f"batch {batch}): DAPFAM's ~{full_passages:,.0f} FULL passages (this run's passages per family x "
-              f"{DAPFAM_FAMILIES:,}) would take {full_passages / rate / 3600:.1f} h per encoder", flush=True)
+        print(
+            f"for reference: dense encoding {rate:.1f} passages of 512 tokens/s ({device}, all-MiniLM-L6-v2, {dtype}, "
+            f"batch {batch}): DAPFAM's ~{full_passages:,.0f} FULL passages (this run's passages per family x "
+            f"{DAPFAM_FAMILIES:,}) would take {full_passages / rate / 3600:.1f} h per encoder",
+            flush=True,
+        )
 
 
 def main():
@@ -169,13 +186,20 @@ def main():
     ap.add_argument("--length", type=int, default=512)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--bm25s-passages", type=int, default=100_000)
-    ap.add_argument("--search-rounds", type=int, default=0,
-                    help="then N warm rounds alternating harness search and SearchCollection on the first "
-                         "--round-queries queries (best of each)")
+    ap.add_argument(
+        "--search-rounds",
+        type=int,
+        default=0,
+        help="then N warm rounds alternating harness search and SearchCollection on the first "
+        "--round-queries queries (best of each)",
+    )
     ap.add_argument("--round-queries", type=int, default=150)
     ap.add_argument("--folder", default=None, help="reuse a dataset folder written by an earlier run")
-    ap.add_argument("--predict-only", action="store_true",
-                    help="print what the cost estimate predicts for each stage (calibrating first if needed), run nothing")
+    ap.add_argument(
+        "--predict-only",
+        action="store_true",
+        help="print what the cost estimate predicts for each stage (calibrating first if needed), run nothing",
+    )
     a = ap.parse_args()
     from jnius import autoclass
 
@@ -199,9 +223,18 @@ def main():
             pool.submit(synthetic.write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
     text_mib = (folder / "corpus.parquet").stat().st_size / 2**20
     store = Store(tmp / "store")
-    cfg = compose("+experiment=passage_bm25", "dataset=local", f"dataset.path={folder}", "query_fields=TAC",
-                  "target_fields=FULL", f"passage.length={a.length}", "aggregation=maxp", f"index.threads={a.threads}",
-                  f"search.threads={a.threads}", f"root={tmp / 'store'}")
+    cfg = compose(
+        "+experiment=passage_bm25",
+        "dataset=local",
+        f"dataset.path={folder}",
+        "query_fields=TAC",
+        "target_fields=FULL",
+        f"passage.length={a.length}",
+        "aggregation=maxp",
+        f"index.threads={a.threads}",
+        f"search.threads={a.threads}",
+        f"root={tmp / 'store'}",
+    )
     ds = data.load(cfg.dataset, store.root)
     exp = Experiment(cfg, ds, store)
     predicted = predict(cfg)
@@ -224,17 +257,27 @@ def main():
     split = split_units(store.path(units), tmp / "units-split", a.threads)
     with timer(t, "anserini_index"):
         lucene.build_index(split, tmp / "anserini-index", a.threads)
-    report("passaging+indexing harness/IndexCollection", lm["build_seconds"] / t["anserini_index"],
-           f"{a.families} families ({text_mib:.0f} MiB parquet), {n_units} passages of {a.length} words, {a.threads} "
-           f"threads each: harness {lm['build_seconds']:.0f}s (passaging streamed into IndexCollection), "
-           f"IndexCollection {t['anserini_index']:.0f}s (the same passages in {a.threads} files)")
+    report(
+        "passaging+indexing harness/IndexCollection",
+        lm["build_seconds"] / t["anserini_index"],
+        f"{a.families} families ({text_mib:.0f} MiB parquet), {n_units} passages of {a.length} words, {a.threads} "
+        f"threads each: harness {lm['build_seconds']:.0f}s (passaging streamed into IndexCollection), "
+        f"IndexCollection {t['anserini_index']:.0f}s (the same passages in {a.threads} files)",
+    )
     shutil.rmtree(split)
     shutil.rmtree(tmp / "anserini-index")
     # ... and SearchCollection on the same index and topics
     topics = {q: t_ for q, t_ in V.query_texts(ds.queries, "TAC").items() if t_.strip()}
     write_trec_topics(topics, tmp / "topics.tsv")
-    args = lucene.collection_args(store.path(index) / "index", tmp / "topics.tsv", tmp / "anserini.run", cfg.bm25.k1,
-                                  cfg.bm25.b, cfg.search.depth, a.threads)
+    args = lucene.collection_args(
+        store.path(index) / "index",
+        tmp / "topics.tsv",
+        tmp / "anserini.run",
+        cfg.bm25.k1,
+        cfg.bm25.b,
+        cfg.search.depth,
+        a.threads,
+    )
     with timer(t, "anserini_search"):
         autoclass("io.anserini.search.SearchCollection").main(args)
     ours = read_trec(store.path(next(n for n in exp.nodes if n.kind == "unit_run")) / "run.trec")
@@ -242,24 +285,48 @@ def main():
     key = ["query_id", "doc_id"]
     same = ours.sort_values(key).reset_index(drop=True).equals(theirs.sort_values(key).reset_index(drop=True))
     distinct = np.mean([len(set(x.split())) for x in list(topics.values())[:50]])
-    report("bm25 search overhead harness/SearchCollection", sm["search_seconds"] / t["anserini_search"],
-           f"{len(topics)} TAC-length queries (~{a.query_chars} chars, ~{distinct:.0f} distinct words), depth "
-           f"{cfg.search.depth}, {a.threads} threads each: harness {sm['search_seconds']:.0f}s, SearchCollection "
-           f"{t['anserini_search']:.0f}s, run one after the other; identical rankings: {same}")
+    report(
+        "bm25 search overhead harness/SearchCollection",
+        sm["search_seconds"] / t["anserini_search"],
+        f"{len(topics)} TAC-length queries (~{a.query_chars} chars, ~{distinct:.0f} distinct words), depth "
+        f"{cfg.search.depth}, {a.threads} threads each: harness {sm['search_seconds']:.0f}s, SearchCollection "
+        f"{t['anserini_search']:.0f}s, run one after the other; identical rankings: {same}",
+    )
     if a.search_rounds:
-        warm_rounds(store.path(index) / "index", dict(list(topics.items())[:a.round_queries]), cfg, a, tmp)
-    measured = {"passaging+indexing": lm["build_seconds"],
-                "search": sm["search_seconds"], "aggregation": fm["build_seconds"], "scoring": scm["build_seconds"]}
+        warm_rounds(store.path(index) / "index", dict(list(topics.items())[: a.round_queries]), cfg, a, tmp)
+    measured = {
+        "passaging+indexing": lm["build_seconds"],
+        "search": sm["search_seconds"],
+        "aggregation": fm["build_seconds"],
+        "scoring": scm["build_seconds"],
+    }
     for stage, p in predicted.items():
-        print(f"ESTIMATE {stage:20s} predicted {p:8.1f}s  measured {measured[stage]:8.1f}s  predicted/measured "
-              f"{p / max(measured[stage], 1e-9):.2f}", flush=True)
-    print(f"peak RSS of the whole path {rss / 1024:.2f} GiB (this process with its JVM; before: {base_rss / 1024:.1f} "
-          f"GiB; target <= 4 GiB)", flush=True)
-    print(f"stage seconds: passaging+indexing {lm['build_seconds']:.0f}, search {sm['search_seconds']:.0f}, "
-          f"aggregation {fm['build_seconds']:.1f}, scoring {scm['build_seconds']:.1f}; whole experiment "
-          f"{t['whole']:.0f}s; generation {t.get('generate', 0):.0f}s", flush=True)
-    bm25s_anchor(store.path(units), dict(list(topics.items())[:100]), a.bm25s_passages, float(cfg.bm25.k1),
-                 float(cfg.bm25.b), int(cfg.search.depth), tmp, a.threads)
+        print(
+            f"ESTIMATE {stage:20s} predicted {p:8.1f}s  measured {measured[stage]:8.1f}s  predicted/measured "
+            f"{p / max(measured[stage], 1e-9):.2f}",
+            flush=True,
+        )
+    print(
+        f"peak RSS of the whole path {rss / 1024:.2f} GiB (this process with its JVM; before: {base_rss / 1024:.1f} "
+        f"GiB; target <= 4 GiB)",
+        flush=True,
+    )
+    print(
+        f"stage seconds: passaging+indexing {lm['build_seconds']:.0f}, search {sm['search_seconds']:.0f}, "
+        f"aggregation {fm['build_seconds']:.1f}, scoring {scm['build_seconds']:.1f}; whole experiment "
+        f"{t['whole']:.0f}s; generation {t.get('generate', 0):.0f}s",
+        flush=True,
+    )
+    bm25s_anchor(
+        store.path(units),
+        dict(list(topics.items())[:100]),
+        a.bm25s_passages,
+        float(cfg.bm25.k1),
+        float(cfg.bm25.b),
+        int(cfg.search.depth),
+        tmp,
+        a.threads,
+    )
     dense_line(n_units / a.families * DAPFAM_FAMILIES)
 
 

@@ -1,6 +1,7 @@
 """Dense encoding throughput: harness (pyserini AutoDocumentEncoder, length-sorted, no grad) vs
 sentence-transformers' ``encode`` on the same texts and model. Ratio = harness docs/s / ST docs/s
 (above 1: the harness is faster); also the largest difference between the two sets of vectors."""
+
 import argparse
 import tempfile
 from pathlib import Path
@@ -32,9 +33,12 @@ def main():
     with timer(t, "st"):
         y = st.encode(texts, batch_size=a.batch, normalize_embeddings=True)
     diff = float(np.abs(x - y).max())
-    report("encoding harness/sentence-transformers", (len(texts) / t["harness"]) / (len(texts) / t["st"]),
-           f"{len(texts)} {name} TA texts: harness {len(texts) / t['harness']:.0f} docs/s, sentence-transformers "
-           f"{len(texts) / t['st']:.0f} docs/s; max |diff| {diff:.1e}")
+    report(
+        "encoding harness/sentence-transformers",
+        (len(texts) / t["harness"]) / (len(texts) / t["st"]),
+        f"{len(texts)} {name} TA texts: harness {len(texts) / t['harness']:.0f} docs/s, sentence-transformers "
+        f"{len(texts) / t['st']:.0f} docs/s; max |diff| {diff:.1e}",
+    )
 
 
 if __name__ == "__main__":

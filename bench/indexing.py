@@ -2,6 +2,7 @@
 while IndexCollection indexes them) vs Anserini's IndexCollection alone on the same passages,
 already split into one file per thread (so both sides index on ``--threads`` threads; the
 harness passages the text as well). Ratio = harness / IndexCollection seconds."""
+
 import argparse
 import tempfile
 from pathlib import Path
@@ -28,8 +29,13 @@ def main():
     t = {}
     for rep in range(2):  # the first round warms up the JVM and the file cache for both
         store = Store(tmp / f"store{rep}")
-        cfg = compose("+experiment=passage_bm25", "target_fields=FULL", f"passage.length={a.length}",
-                      f"index.threads={a.threads}", f"root={store.root}")
+        cfg = compose(
+            "+experiment=passage_bm25",
+            "target_fields=FULL",
+            f"passage.length={a.length}",
+            f"index.threads={a.threads}",
+            f"root={store.root}",
+        )
         exp = Experiment(cfg, ds, store)
         be = get("bm25")
         with timer(t, "harness"):
@@ -39,10 +45,13 @@ def main():
         with timer(t, "anserini"):
             lucene.build_index(split, tmp / f"index-anserini{rep}", a.threads)
     n = store.meta(units)["units"]
-    report("passaging+indexing harness/IndexCollection", t["harness"] / t["anserini"],
-           f"{n} passages of {a.length} words ({name}, FULL), {a.threads} threads each: harness {t['harness']:.2f}s "
-           f"(passaging streamed into IndexCollection), IndexCollection {t['anserini']:.2f}s (the same passages in "
-           f"{a.threads} files)")
+    report(
+        "passaging+indexing harness/IndexCollection",
+        t["harness"] / t["anserini"],
+        f"{n} passages of {a.length} words ({name}, FULL), {a.threads} threads each: harness {t['harness']:.2f}s "
+        f"(passaging streamed into IndexCollection), IndexCollection {t['anserini']:.2f}s (the same passages in "
+        f"{a.threads} files)",
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """`make bench`: the quick benchmarks, each printing RATIO lines (and ESTIMATE lines: the cost estimate
 against what a stage took)."""
+
 import subprocess
 import sys
 from pathlib import Path

@@ -1,5 +1,6 @@
 """What caching saves: the same sweep run twice in a fresh artifact root, the second run reading
 the first one's artifacts. Ratio = second (cached) / first (fresh) seconds."""
+
 import argparse
 import subprocess
 import sys
@@ -22,8 +23,11 @@ def main():
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t0)
-    report("sweep rerun cached/fresh", times[1] / times[0],
-           f"sweep={a.sweep} {' '.join(a.extra)}: first {times[0]:.1f}s, second {times[1]:.1f}s")
+    report(
+        "sweep rerun cached/fresh",
+        times[1] / times[0],
+        f"sweep={a.sweep} {' '.join(a.extra)}: first {times[0]:.1f}s, second {times[1]:.1f}s",
+    )
 
 
 if __name__ == "__main__":

@@ -6,4 +6,5 @@ The data path, one function per arrow, every box after ``dataset`` an artifact o
 
 Importing the package starts nothing: modules that need Java import :mod:`harness.jvm` first.
 """
+
 __version__ = "0.1.0"

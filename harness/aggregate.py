@@ -10,6 +10,7 @@ Only retrieved passages count: a family's unretrieved passages have no score. Th
 harness warns when a query ends up with fewer. Documents are units of one passage: ``identity``.
 Vectorised with pandas group-bys; the result is sorted as trec_eval ranks (see :mod:`harness.runs`).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -74,8 +75,12 @@ def node(exp, unit_run):
         run = top_k(run, k)
         short = run.groupby("query_id").size()
         if (short < k).any() and method != "identity":
-            log.warning("%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
-                        int((short < k).sum()), k, exp.cfg.search.depth)
+            log.warning(
+                "%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
+                int((short < k).sum()),
+                k,
+                exp.cfg.search.depth,
+            )
         tag = exp.tag(art)
         write_trec(run, tmp / "run.trec", tag)
         return {"tag": tag, "self_hits_dropped": dropped}

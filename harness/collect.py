@@ -19,6 +19,7 @@ the row is named, so nothing is deleted because of a missing disk.
     python -m harness.store gc                        # delete them
     python -m harness.store gc --dry-run sweep=paper  # also keep what the paper sweep would use
 """
+
 from __future__ import annotations
 
 import logging
@@ -121,11 +122,19 @@ def _dataset_folder_keys(store: Store, ds) -> set[str]:
 
 
 def unreachable(store: Store, keys: set[str]) -> list[Garbage]:
-    return sorted((Garbage(kind, key, path, _tree_bytes(path)) for key, (kind, path) in on_disk(store).items()
-                   if key not in keys), key=lambda g: (g.kind, g.key))
+    return sorted(
+        (
+            Garbage(kind, key, path, _tree_bytes(path))
+            for key, (kind, path) in on_disk(store).items()
+            if key not in keys
+        ),
+        key=lambda g: (g.kind, g.key),
+    )
 
 
-def collect(store: Store, results: Path, dry_run: bool = True, sweep_args: list[str] = ()) -> tuple[list[Garbage], list[str]]:
+def collect(
+    store: Store, results: Path, dry_run: bool = True, sweep_args: list[str] = ()
+) -> tuple[list[Garbage], list[str]]:
     """The unreachable artifacts (removed unless ``dry_run``) and the rows kept unplanned."""
     keys, kept = reachable(store, results, sweep_args)
     garbage = unreachable(store, keys)
@@ -149,9 +158,11 @@ class _Named:
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not argv or argv[0] != "gc":
-        print("usage: python -m harness.store gc [--dry-run] [sweep=NAME [overrides...]]\n"
-              "  lists (--dry-run) or deletes the artifacts no current key reaches (see harness/collect.py)",
-              file=sys.stderr)
+        print(
+            "usage: python -m harness.store gc [--dry-run] [sweep=NAME [overrides...]]\n"
+            "  lists (--dry-run) or deletes the artifacts no current key reaches (see harness/collect.py)",
+            file=sys.stderr,
+        )
         return 2
     dry = "--dry-run" in argv[1:]
     rest = [a for a in argv[1:] if a != "--dry-run"]

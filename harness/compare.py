@@ -16,6 +16,7 @@ Systems are named by experiment name, run tag or scores key as in the results ta
 and ``--where KEY=VALUE`` (results columns or dotted config keys) pick among rows of one name, and
 rows of one configuration run again count once (the newest).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,20 @@ def paired(base: np.ndarray, other: np.ndarray) -> dict:
     nonzero = diff[diff != 0]
     w = stats.wilcoxon(other, base) if len(nonzero) > 0 else None
     half = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n) if n > 1 else float("nan")
-    return {"queries": n, "mean": float(other.mean()), "baseline_mean": float(base.mean()), "delta": float(diff.mean()),
-            "wins": int((diff > 0).sum()), "losses": int((diff < 0).sum()), "ties": int((diff == 0).sum()),
-            "p_t": float(t.pvalue) if t is not None else 1.0, "p_wilcoxon": float(w.pvalue) if w is not None else 1.0,
-            "cohens_d": float(diff.mean() / sd) if sd > 0 else 0.0,
-            "ci95_low": float(diff.mean() - half), "ci95_high": float(diff.mean() + half)}
+    return {
+        "queries": n,
+        "mean": float(other.mean()),
+        "baseline_mean": float(base.mean()),
+        "delta": float(diff.mean()),
+        "wins": int((diff > 0).sum()),
+        "losses": int((diff < 0).sum()),
+        "ties": int((diff == 0).sum()),
+        "p_t": float(t.pvalue) if t is not None else 1.0,
+        "p_wilcoxon": float(w.pvalue) if w is not None else 1.0,
+        "cohens_d": float(diff.mean() / sd) if sd > 0 else 0.0,
+        "ci95_low": float(diff.mean() - half),
+        "ci95_high": float(diff.mean() + half),
+    }
 
 
 def compare(per_query: dict[str, pd.DataFrame], baseline: str, alpha: float = 0.05) -> pd.DataFrame:
@@ -54,11 +64,22 @@ def compare(per_query: dict[str, pd.DataFrame], baseline: str, alpha: float = 0.
             continue
         other = table.set_index(["subset", "measure", "query_id"])["value"].sort_index()
         for (subset, measure), b in base.groupby(level=[0, 1], sort=False):
-            o = other.loc[(subset, measure)] if (subset, measure) in other.index.droplevel(2) else pd.Series(dtype=float)
+            o = (
+                other.loc[(subset, measure)]
+                if (subset, measure) in other.index.droplevel(2)
+                else pd.Series(dtype=float)
+            )
             b = b.droplevel([0, 1])
             common = b.index.intersection(o.index)
-            rows.append({"system": name, "baseline": baseline, "subset": subset, "measure": measure,
-                         **paired(b.loc[common].to_numpy(float), o.loc[common].to_numpy(float))})
+            rows.append(
+                {
+                    "system": name,
+                    "baseline": baseline,
+                    "subset": subset,
+                    "measure": measure,
+                    **paired(b.loc[common].to_numpy(float), o.loc[common].to_numpy(float)),
+                }
+            )
     out = pd.DataFrame(rows)
     if out.empty:
         return out
@@ -72,8 +93,9 @@ def compare(per_query: dict[str, pd.DataFrame], baseline: str, alpha: float = 0.
     return out
 
 
-def per_query_by_domain(per_query: dict[str, pd.DataFrame], baseline: str, queries: pd.DataFrame,
-                        measure: str, subset: str = "ALL") -> pd.DataFrame:
+def per_query_by_domain(
+    per_query: dict[str, pd.DataFrame], baseline: str, queries: pd.DataFrame, measure: str, subset: str = "ALL"
+) -> pd.DataFrame:
     """Wins and losses against the baseline broken down by the query's IPC3 codes (a query with two
     codes counts in both)."""
     from .data import schema as S
@@ -89,8 +111,16 @@ def per_query_by_domain(per_query: dict[str, pd.DataFrame], baseline: str, queri
         diff = (o - base).dropna().rename("delta").reset_index()
         m = diff.merge(codes, on="query_id")
         for code, g in m.groupby(S.IPC3):
-            rows.append({"system": name, "ipc3": code, "queries": len(g), "wins": int((g.delta > 0).sum()),
-                         "losses": int((g.delta < 0).sum()), "mean_delta": float(g.delta.mean())})
+            rows.append(
+                {
+                    "system": name,
+                    "ipc3": code,
+                    "queries": len(g),
+                    "wins": int((g.delta > 0).sum()),
+                    "losses": int((g.delta < 0).sum()),
+                    "mean_delta": float(g.delta.mean()),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -107,7 +137,11 @@ def plot_differences(per_query: dict[str, pd.DataFrame], baseline: str, path: Pa
     base = base[(base.subset == subset) & (base.measure == measure)].set_index("query_id")["value"]
     for ax, name in zip(axes[:, 0], others):
         t = per_query[name]
-        d = (t[(t.subset == subset) & (t.measure == measure)].set_index("query_id")["value"] - base).dropna().sort_values()
+        d = (
+            (t[(t.subset == subset) & (t.measure == measure)].set_index("query_id")["value"] - base)
+            .dropna()
+            .sort_values()
+        )
         ax.bar(range(len(d)), d.to_numpy(), color=np.where(d.to_numpy() >= 0, "tab:green", "tab:red"), width=1.0)
         ax.axhline(0, color="black", lw=0.8)
         ax.set_title(f"{name} - {baseline}: {measure} ({subset}), per query")
@@ -135,9 +169,11 @@ def per_query_tables(folders: dict[str, Path]) -> dict[str, pd.DataFrame]:
         meta = json.loads((folder / "meta.json").read_text())
         judged[name] = (next(p["key"] for p in meta["parents"] if p["kind"] == "dataset"), meta["params"].get("qrels"))
     if len(set(judged.values())) > 1:
-        raise SystemExit(f"the systems were scored on different data or judgments ({judged}); paired tests need the "
-                         f"same queries and qrels. Fix: compare systems of one dataset (see the results table's "
-                         f"dataset column and scores_key).")
+        raise SystemExit(
+            f"the systems were scored on different data or judgments ({judged}); paired tests need the "
+            f"same queries and qrels. Fix: compare systems of one dataset (see the results table's "
+            f"dataset column and scores_key)."
+        )
     return {name: pd.read_csv(folder / "per_query.csv", dtype={"query_id": str}) for name, folder in folders.items()}
 
 
@@ -165,11 +201,20 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", required=True)
     ap.add_argument("--results", default=None, type=Path, help="default: $HARNESS_ROOT/runs/results.jsonl")
     ap.add_argument("--dataset", default=None, help="only rows of this dataset (name or dataset.path)")
-    ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                    help="only rows with this value (results column or dotted config key); repeatable")
+    ap.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only rows with this value (results column or dotted config key); repeatable",
+    )
     ap.add_argument("--alpha", type=float, default=0.05)
-    ap.add_argument("--out", type=Path, default=None,
-                    help="folder for compare.csv, per_query.csv, by_domain.csv and per_query_differences.png")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for compare.csv, per_query.csv, by_domain.csv and per_query_differences.png",
+    )
     a = ap.parse_args(argv)
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: expected a significance level between 0 and 1 (e.g. 0.05)")
@@ -178,12 +223,31 @@ def main(argv=None) -> int:
     a.results = a.results or default_results()
     names = [a.baseline] + [s for s in a.systems if s != a.baseline]
     if len(names) < 2:
-        ap.error(f"only the baseline {a.baseline!r} was named: nothing to compare it with. Fix: name at least one "
-                 f"other system.")
+        ap.error(
+            f"only the baseline {a.baseline!r} was named: nothing to compare it with. Fix: name at least one "
+            f"other system."
+        )
     pq = load_per_query(a.results, names, a.dataset, a.where)
     table = compare(pq, a.baseline, a.alpha)
-    cols = ["system", "subset", "measure", "mean", "baseline_mean", "delta", "wins", "losses", "p_t", "p_t_holm",
-            "reject_p_t", "p_wilcoxon", "p_wilcoxon_holm", "cohens_d", "ci95_low", "ci95_high", "queries"]
+    cols = [
+        "system",
+        "subset",
+        "measure",
+        "mean",
+        "baseline_mean",
+        "delta",
+        "wins",
+        "losses",
+        "p_t",
+        "p_t_holm",
+        "reject_p_t",
+        "p_wilcoxon",
+        "p_wilcoxon_holm",
+        "cohens_d",
+        "ci95_low",
+        "ci95_high",
+        "queries",
+    ]
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4g}".format):
         print(table[cols].to_string(index=False))
     if a.out:

@@ -8,6 +8,7 @@ function per group in :func:`check`, called before the dataset is loaded or the 
 Choices are string enums, so ``query_fields=TAC`` on the command line and ``cfg.query_fields ==
 "TAC"`` in code both work; no YAML file exists only to hold a name.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -44,13 +45,13 @@ UnknownIds = _choices("UnknownIds", "keep", "drop", "error")
 
 @dataclass
 class DatasetConf:
-    type: str = "mini"                       # mini | local | beir | hub (conf/dataset/*.yaml)
+    type: str = "mini"  # mini | local | beir | hub (conf/dataset/*.yaml)
     path: Optional[str] = None
     files: Dict[str, str] = field(default_factory=dict)
     repo_id: Optional[str] = None
     revision: Optional[str] = None
     cache_dir: Optional[str] = None
-    local_files_only: bool = False           # hub: never ask the hub, read huggingface_hub's cache only
+    local_files_only: bool = False  # hub: never ask the hub, read huggingface_hub's cache only
     split: str = "test"
     params: Dict[str, Any] = field(default_factory=dict)
     domain_source: DomainSource = DomainSource.file
@@ -108,36 +109,39 @@ class EncoderConf:
 @dataclass
 class FusionConf:
     method: FusionMethod = FusionMethod.rrf
-    k: int = 60                              # RRF's constant
+    k: int = 60  # RRF's constant
     depth: int = 100
     backends: List[str] = field(default_factory=lambda: ["bm25", "dense"])
     runs: List[Any] = field(default_factory=list)  # N-way: overrides per input run (replace backends)
-    weights: Optional[List[float]] = None     # one per input run; null = all 1
+    weights: Optional[List[float]] = None  # one per input run; null = all 1
 
 
 @dataclass
 class PRFConf:
     """BM25 pseudo-relevance feedback (Anserini's RM3 / Rocchio rerankers)."""
+
     method: PRFMethod = PRFMethod.rm3
     fb_terms: int = 10
     fb_docs: int = 10
-    original_query_weight: float = 0.5       # RM3
-    alpha: float = 1.0                       # Rocchio: original query
-    beta: float = 0.75                       # Rocchio: feedback documents
+    original_query_weight: float = 0.5  # RM3
+    alpha: float = 1.0  # Rocchio: original query
+    beta: float = 0.75  # Rocchio: feedback documents
 
 
 @dataclass
 class DensePRFConf:
     """Dense PRF: the query vector moved towards its top-k document vectors, then searched again."""
+
     method: DensePRFMethod = DensePRFMethod.rocchio
     k: int = 3
-    alpha: float = 0.4                       # Rocchio: original query
-    beta: float = 0.6                        # Rocchio: feedback documents
+    alpha: float = 0.4  # Rocchio: original query
+    beta: float = 0.6  # Rocchio: feedback documents
 
 
 @dataclass
 class RerankConf:
     """Domain-aware re-ranking of the final run (harness.rerank)."""
+
     method: RerankMethod = RerankMethod.ipc3_disjoint
     weight: float = 0.1
     k: int = 60
@@ -159,7 +163,7 @@ class Config:
     query_fields: QueryView = QueryView.TA
     target_fields: TargetView = TargetView.TAC
     granularity: Granularity = Granularity.document
-    backend: str = "bm25"                    # a module of harness/backends/
+    backend: str = "bm25"  # a module of harness/backends/
     aggregation: Aggregation = Aggregation.maxp
     encoder: EncoderConf = field(default_factory=EncoderConf)
     bm25: BM25Conf = field(default_factory=BM25Conf)
@@ -184,12 +188,30 @@ ConfigStore.instance().store(name="schema", node=Config)
 
 # Settings that never change a result: they are left out of every artifact key (the test that
 # walks every config leaf reads this list; a new leaf must be keyed or listed here).
-NOT_IN_KEYS = {"search.threads", "index.threads", "encoder.batch_size", "encoder.device", "encoder.trust_remote_code",
-               "root", "name", "verify",
-               "store.lock_timeout", "results", "dataset.path", "dataset.files", "dataset.cache_dir",
-               "dataset.local_files_only",
-               "dataset.repo_id", "dataset.revision", "dataset.split", "dataset.type", "dataset.params",
-               "bm25.max_clauses", "dataset.published", "cost.gpu_speedup"}
+NOT_IN_KEYS = {
+    "search.threads",
+    "index.threads",
+    "encoder.batch_size",
+    "encoder.device",
+    "encoder.trust_remote_code",
+    "root",
+    "name",
+    "verify",
+    "store.lock_timeout",
+    "results",
+    "dataset.path",
+    "dataset.files",
+    "dataset.cache_dir",
+    "dataset.local_files_only",
+    "dataset.repo_id",
+    "dataset.revision",
+    "dataset.split",
+    "dataset.type",
+    "dataset.params",
+    "bm25.max_clauses",
+    "dataset.published",
+    "cost.gpu_speedup",
+}
 
 
 # ----------------------------------------------------------------------- range checks, one per group
@@ -238,20 +260,26 @@ def check_fusion(f, search) -> None:
             raise ConfigError(f"fusion.runs has {len(f.runs)} run: fusion needs at least two.")
         for i, r in enumerate(f.runs):
             if not hasattr(r, "items"):
-                raise ConfigError(f"fusion.runs[{i}]={r!r}: expected a mapping of overrides, e.g. "
-                                  f"{{backend: bm25, query_fields: KW, prf: rm3}}.")
+                raise ConfigError(
+                    f"fusion.runs[{i}]={r!r}: expected a mapping of overrides, e.g. "
+                    f"{{backend: bm25, query_fields: KW, prf: rm3}}."
+                )
     elif len(set(f.backends)) < 2:
         from .backends import available
 
-        raise ConfigError(f"fusion.backends={list(f.backends)}: fusion needs at least two different backends of "
-                          f"{available()}, or fusion.runs.")
+        raise ConfigError(
+            f"fusion.backends={list(f.backends)}: fusion needs at least two different backends of "
+            f"{available()}, or fusion.runs."
+        )
     fusion_weights(f)
     if f.k < 0:
         raise ConfigError(f"fusion.k={f.k}: expected a non-negative integer (the paper's grid: 10, 30, 60, 100).")
     _positive_int(f.depth, "fusion.depth")
     if f.depth > search.k:
-        raise ConfigError(f"fusion.depth={f.depth} > search.k={search.k}: the fused family runs hold only search.k "
-                          f"families per query. Fix: fusion.depth <= search.k, or raise search.k.")
+        raise ConfigError(
+            f"fusion.depth={f.depth} > search.k={search.k}: the fused family runs hold only search.k "
+            f"families per query. Fix: fusion.depth <= search.k, or raise search.k."
+        )
 
 
 def fusion_weights(f) -> list[float]:
@@ -272,8 +300,10 @@ def fusion_weights(f) -> list[float]:
             raise ConfigError(f"{key}={w!r}: expected a number >= 0.")
         _number(w, key, 0.0)
     if not any(weights):
-        raise ConfigError(f"{key}={weights}: every weight is 0, so every fused score would be 0 and the ranking "
-                          f"arbitrary. Fix: give at least one run a positive weight.")
+        raise ConfigError(
+            f"{key}={weights}: every weight is 0, so every fused score would be 0 and the ranking "
+            f"arbitrary. Fix: give at least one run a positive weight."
+        )
     if f.method == FusionMethod.average and len(set(weights)) > 1:
         raise ConfigError("fusion.method=average takes no weights. Fix: fusion.method=interpolation.")
     return [float(w) for w in weights]
@@ -283,8 +313,10 @@ def _unused(group, method: str, keys: tuple, schema, name: str) -> None:
     """Refuse a setting the chosen method does not read (one left at its default is harmless)."""
     for k in keys:
         if getattr(group, k) != getattr(schema, k):
-            raise ConfigError(f"{name}.{k}={getattr(group, k)!r}: {name}={method} does not use it, so it would change "
-                              f"nothing. Fix: drop it, or choose the method that reads it.")
+            raise ConfigError(
+                f"{name}.{k}={getattr(group, k)!r}: {name}={method} does not use it, so it would change "
+                f"nothing. Fix: drop it, or choose the method that reads it."
+            )
 
 
 def check_prf(p) -> None:
@@ -298,8 +330,10 @@ def check_prf(p) -> None:
     else:
         _unused(p, "rocchio", ("original_query_weight",), PRFConf, "prf")
         if p.alpha == 0 and p.beta == 0:
-            raise ConfigError("prf.alpha=0 and prf.beta=0: Rocchio's expanded query would be empty. Fix: a positive "
-                              "alpha (original query) or beta (feedback documents).")
+            raise ConfigError(
+                "prf.alpha=0 and prf.beta=0: Rocchio's expanded query would be empty. Fix: a positive "
+                "alpha (original query) or beta (feedback documents)."
+            )
 
 
 def check_dense_prf(p, search) -> None:
@@ -311,8 +345,10 @@ def check_dense_prf(p, search) -> None:
     if p.method == DensePRFMethod.average:
         _unused(p, "average", ("alpha", "beta"), DensePRFConf, "dense_prf")
     elif p.alpha == 0 and p.beta == 0:
-        raise ConfigError("dense_prf.alpha=0 and dense_prf.beta=0: the query vector would be zero and every score 0. "
-                          "Fix: a positive alpha (original query) or beta (feedback documents).")
+        raise ConfigError(
+            "dense_prf.alpha=0 and dense_prf.beta=0: the query vector would be zero and every score 0. "
+            "Fix: a positive alpha (original query) or beta (feedback documents)."
+        )
 
 
 # A lever reads one backend's search; an experiment that has no such backend would drop it silently.
@@ -330,9 +366,11 @@ def check_levers(cfg) -> None:
         backends = {str(cfg.backend)}
     for lever, backend in LEVER_BACKEND.items():
         if cfg[lever] is not None and backend not in backends:
-            raise ConfigError(f"{lever}={cfg[lever].method}: a {backend} lever, and this experiment searches with "
-                              f"{sorted(backends)} only, so it would change nothing. Fix: drop {lever}=, or use "
-                              f"backend={backend}.")
+            raise ConfigError(
+                f"{lever}={cfg[lever].method}: a {backend} lever, and this experiment searches with "
+                f"{sorted(backends)} only, so it would change nothing. Fix: drop {lever}=, or use "
+                f"backend={backend}."
+            )
 
 
 def check_rerank(r) -> None:
@@ -353,11 +391,14 @@ def check_metrics(metrics) -> list[str]:
 
 def check_store(cfg) -> None:
     if cfg.store.lock_timeout < 0:
-        raise ConfigError(f"store.lock_timeout={cfg.store.lock_timeout}: expected seconds >= 0 (0: fail at once if "
-                          f"another process holds the lock).")
+        raise ConfigError(
+            f"store.lock_timeout={cfg.store.lock_timeout}: expected seconds >= 0 (0: fail at once if "
+            f"another process holds the lock)."
+        )
     if not cfg.cost.gpu_speedup > 0:
-        raise ConfigError(f"cost.gpu_speedup={cfg.cost.gpu_speedup}: expected a positive factor (GPU / CPU encoder "
-                          f"throughput).")
+        raise ConfigError(
+            f"cost.gpu_speedup={cfg.cost.gpu_speedup}: expected a positive factor (GPU / CPU encoder throughput)."
+        )
 
 
 def check(cfg) -> list[str]:
@@ -389,10 +430,16 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
     """The first ``GROUP.key=value`` override whose optional group (``prf``, ``dense_prf``,
     ``rerank``, ``fusion``) the rest of the command line leaves unselected, as an error message, or
     None. Hydra cannot set a key inside a group that is ``null`` and fails with an assertion."""
-    dotted = [o for o in overrides if "=" in o and o.split("=", 1)[0].lstrip("+~").split(".", 1)[0] in OPTIONAL_GROUPS
-              and "." in o.split("=", 1)[0]]
+    dotted = [
+        o
+        for o in overrides
+        if "=" in o
+        and o.split("=", 1)[0].lstrip("+~").split(".", 1)[0] in OPTIONAL_GROUPS
+        and "." in o.split("=", 1)[0]
+    ]
     if not dotted:
         return None
+
     def first_choice(o: str) -> str:  # a -m sweep value "a,b" composes as its first choice
         key, _, value = o.partition("=")
         return o if not value or any(c in value for c in "[]{}()'\"") else f"{key}={value.split(',')[0]}"
@@ -412,6 +459,8 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
         group = key.split(".", 1)[0]
         if cfg.get(group) is None:
             example = {"prf": "rm3", "dense_prf": "rocchio", "rerank": "ipc3_disjoint", "fusion": "rrf"}[group]
-            return (f"{o}: {group} is not selected (it is null), so {key} would set nothing. Fix: choose it first, "
-                    f"e.g. {group}={example} {o}")
+            return (
+                f"{o}: {group} is not selected (it is null), so {key} would set nothing. Fix: choose it first, "
+                f"e.g. {group}={example} {o}"
+            )
     return None

@@ -15,6 +15,7 @@ assumption until a GPU run of ``bench/encoding.py`` measures it (README).
 Without the data (``dataset=dapfam`` offline), sizes come from ``dataset.published``: nothing can
 be cached then, so everything is predicted, and characters per token are assumed, not measured.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -34,8 +35,13 @@ from .files import read_json as _read
 log = logging.getLogger(__name__)
 
 # Sizes are kept per field; a view's size is the sum over its fields (harness.data.views).
-FIELD_OF = {S.TITLE: "title", S.ABSTRACT: "abstract", S.CLAIMS: "claims", S.DESCRIPTION: "description",
-            S.KEYWORDS: "keywords"}
+FIELD_OF = {
+    S.TITLE: "title",
+    S.ABSTRACT: "abstract",
+    S.CLAIMS: "claims",
+    S.DESCRIPTION: "description",
+    S.KEYWORDS: "keywords",
+}
 FIELDS = {view: [FIELD_OF[c] for c in cols] for view, cols in {**V.QUERY_VIEWS, **V.TARGET_VIEWS}.items()}
 
 
@@ -53,8 +59,12 @@ def sizes(ds, root: Path) -> dict:
             chars[f] += int(batch[c].fillna("").astype(str).str.len().sum())
     q = ds.queries
     qcols = {**{f: c for f, c in cols.items() if c in q}, "keywords": S.KEYWORDS}
-    out = {"families": ds.n_docs, "queries": len(q), "chars": dict(chars),
-           "query_chars": {f: int(q[c].fillna("").astype(str).str.len().sum()) for f, c in qcols.items()}}
+    out = {
+        "families": ds.n_docs,
+        "queries": len(q),
+        "chars": dict(chars),
+        "query_chars": {f: int(q[c].fillna("").astype(str).str.len().sum()) for f, c in qcols.items()},
+    }
     _write(cache, {**known, ds.fingerprint: out})
     return out
 
@@ -114,8 +124,12 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
         # two points near the target, 4x apart: the slope beyond them is measured where it applies
         for part in (32, 8):
             families = int(math.ceil(reach_chars / part / FAMILY_CHARS))
-            log.info("calibrating BM25 on %d synthetic families (1/%d of the largest index to predict; once, cached in "
-                     "%s)", families, part, cache)
+            log.info(
+                "calibrating BM25 on %d synthetic families (1/%d of the largest index to predict; once, cached in %s)",
+                families,
+                part,
+                cache,
+            )
             points.append({**_bm25_point(families, *threads, queries=300), "near_target": True})
     points.sort(key=lambda p: p["chars"])
     runs_key = f"{host}|runs"
@@ -138,10 +152,16 @@ def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
     from .runs import read_trec, top_k, write_trec
 
     rng = np.random.default_rng(0)
-    run = pd.DataFrame({"query_id": np.repeat([f"q{i}" for i in range(queries)], depth),
-                        "doc_id": [f"FAM{d:07d}#{p}" for d, p in zip(rng.integers(0, 50_000, queries * depth),
-                                                                     rng.integers(0, 20, queries * depth))],
-                        "score": rng.random(queries * depth)})
+    run = pd.DataFrame(
+        {
+            "query_id": np.repeat([f"q{i}" for i in range(queries)], depth),
+            "doc_id": [
+                f"FAM{d:07d}#{p}"
+                for d, p in zip(rng.integers(0, 50_000, queries * depth), rng.integers(0, 20, queries * depth))
+            ],
+            "score": rng.random(queries * depth),
+        }
+    )
     with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp:
         write_trec(run.assign(rank=run.groupby("query_id").cumcount() + 1), Path(tmp) / "units.trec", "u")
         t0 = time.perf_counter()
@@ -154,7 +174,7 @@ def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
         qrels = out.groupby("query_id").head(5)[["query_id", "doc_id"]].assign(relevance=1)
 
         def judgments(self, name):
-            return self.qrels if name == "ALL" else self.qrels.iloc[(0 if name == "IN" else 1)::2]
+            return self.qrels if name == "ALL" else self.qrels.iloc[(0 if name == "IN" else 1) :: 2]
 
     t0 = time.perf_counter()
     score(out, Judged())
@@ -181,9 +201,19 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
     with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp:
         tmp = Path(tmp)
         synthetic.write_dataset(tmp / "data", families, FAMILY_CHARS, queries, QUERY_CHARS, seed=families)
-        cfg = compose(["+experiment=passage_bm25", "dataset=local", f"dataset.path={tmp / 'data'}", "target_fields=FULL",
-                       "query_fields=TAC", f"passage.length={POINT_LENGTH}", f"index.threads={index_threads}",
-                       f"search.threads={search_threads}", f"root={tmp / 'store'}"])
+        cfg = compose(
+            [
+                "+experiment=passage_bm25",
+                "dataset=local",
+                f"dataset.path={tmp / 'data'}",
+                "target_fields=FULL",
+                "query_fields=TAC",
+                f"passage.length={POINT_LENGTH}",
+                f"index.threads={index_threads}",
+                f"search.threads={search_threads}",
+                f"root={tmp / 'store'}",
+            ]
+        )
         store = Store(tmp / "store")
         ds = data.load(cfg.dataset, store.root)
         exp, be = Experiment(cfg, ds, store), get("bm25")
@@ -200,7 +230,7 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
         passages.write_units(passages.units(V.target_texts(ds.corpus, "FULL"), split), tmp / "alone")
         passaging = time.perf_counter() - t0
         topics = {q: t for q, t in V.query_texts(ds.queries, "TAC").items() if t.strip()}
-        few = dict(list(topics.items())[:queries // 4])
+        few = dict(list(topics.items())[: queries // 4])
         path = store.path(index) / "index"
         bm25.search(path, few, 0.9, 0.4, 1000, search_threads)  # warm-up
         _, t_few, _ = bm25.search(path, few, 0.9, 0.4, 1000, search_threads)
@@ -208,10 +238,18 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
     q_chars = float(np.mean([len(t) for t in topics.values()]))
     terms = distinct_terms(q_chars / 6.0)
     per_term = max(t_all - t_few, 1e-9) / ((len(topics) - len(few)) * terms)
-    return {"families": families, "chars": chars, "passaging_s": passaging, "streamed_s": streamed,
-            "index_file_s": index_file, "search_s_per_term": per_term,
-            "search_fixed_s": max(t_few - len(few) * terms * per_term, 0.0), "query_chars": q_chars,
-            "index_threads": index_threads, "search_threads": search_threads}
+    return {
+        "families": families,
+        "chars": chars,
+        "passaging_s": passaging,
+        "streamed_s": streamed,
+        "index_file_s": index_file,
+        "search_s_per_term": per_term,
+        "search_fixed_s": max(t_few - len(few) * terms * per_term, 0.0),
+        "query_chars": q_chars,
+        "index_threads": index_threads,
+        "search_threads": search_threads,
+    }
 
 
 # Search cost per query term grows more slowly than the index (Lucene skips postings that cannot
@@ -261,7 +299,7 @@ def _calibrate_encoder(e) -> dict:
     sample = synthetic.texts(1, 4000, np.random.default_rng(7))[0]
     per_seq = {}
     for length in (64, 256):
-        ids = enc.tokenizer(sample, add_special_tokens=False)["input_ids"][:length - 2]
+        ids = enc.tokenizer(sample, add_special_tokens=False)["input_ids"][: length - 2]
         text = enc.tokenizer.decode(ids)
         enc.encode([text] * 8)  # warm-up
         t0 = time.perf_counter()
@@ -278,13 +316,18 @@ def _calibrate_encoder(e) -> dict:
     t0 = time.perf_counter()
     index.search(x[:200], 100)
     flat = (time.perf_counter() - t0) / (200 * 20000 * 384)
-    return {"model_load_s": load, "encode_a": max(a, 1e-9), "encode_b": max(b, 0.0),
-            "flat_s_per_mac": flat, "encoder_lengths": [64, 256]}
+    return {
+        "model_load_s": load,
+        "encode_a": max(a, 1e-9),
+        "encode_b": max(b, 0.0),
+        "flat_s_per_mac": flat,
+        "encoder_lengths": [64, 256],
+    }
 
 
 # ----------------------------------------------------------------------------- estimate
 def seq_seconds(c: dict, length: float, gpu: float = 1.0) -> float:
-    return (c["encode_a"] * length + c["encode_b"] * length ** 2) / gpu
+    return (c["encode_a"] * length + c["encode_b"] * length**2) / gpu
 
 
 def unit_shape(units, size: dict, c: dict, cfg) -> tuple[float, float]:
@@ -345,8 +388,9 @@ def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, re
             else:
                 count, _ = unit_shape(_units_node(n), size, c, cfg)
                 q_len = min(q_chars / max(1, nq) / c["chars_per_token"], cfg.encoder.max_length)
-                out["unit_run"] += (nq * seq_seconds(c, q_len + 2, gpu) + c["model_load_s"]
-                                    + nq * count * 384 * c["flat_s_per_mac"])
+                out["unit_run"] += (
+                    nq * seq_seconds(c, q_len + 2, gpu) + c["model_load_s"] + nq * count * 384 * c["flat_s_per_mac"]
+                )
         elif n.kind == "family_run":
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * _depth(n)
         elif n.kind in ("fused_run", "reranked_run"):  # inputs of up to search.k rows per query each
@@ -387,29 +431,43 @@ def calibration_ranges(c: dict, reach: dict) -> list[str]:
     for kind, what in BM25_LINES.items():
         if kind in reach:
             x = reach[kind] / hi
-            note = (f"extrapolated {x:.1f}x past it" if x > 1.0 else "within it" if reach[kind] >= lo
-                    else "below it (fixed costs of the smallest point dominate)")
-            lines.append(f"    {kind:12s} {what} calibrated on {_mb(lo)}-{_mb(hi)} of synthetic text in "
-                         f"{POINT_LENGTH}-word passages ({len(pts)} points); reaches {_mb(reach[kind])}: {note}")
+            note = (
+                f"extrapolated {x:.1f}x past it"
+                if x > 1.0
+                else "within it"
+                if reach[kind] >= lo
+                else "below it (fixed costs of the smallest point dominate)"
+            )
+            lines.append(
+                f"    {kind:12s} {what} calibrated on {_mb(lo)}-{_mb(hi)} of synthetic text in "
+                f"{POINT_LENGTH}-word passages ({len(pts)} points); reaches {_mb(reach[kind])}: {note}"
+            )
     if "embeddings" in reach:
         lengths = c.get("encoder_lengths", [64, 256])
-        lines.append(f"    {'embeddings':12s} encoder timed at {lengths[0]}-{lengths[-1]} tokens; reaches "
-                     f"{reach['embeddings']:.0f} tokens")
-    lines.append(f"    {'other':12s} run files and scoring: per row and per query, timed on a synthetic run of "
-                 f"1,000 queries x 1,000 passages")
+        lines.append(
+            f"    {'embeddings':12s} encoder timed at {lengths[0]}-{lengths[-1]} tokens; reaches "
+            f"{reach['embeddings']:.0f} tokens"
+        )
+    lines.append(
+        f"    {'other':12s} run files and scoring: per row and per query, timed on a synthetic run of "
+        f"1,000 queries x 1,000 passages"
+    )
     return lines
 
 
 def report(nodes, missing: set, size: dict, c: dict, cfg, gpu_speedup: float) -> str:
     reach: dict = {}
     cpu, gpu = estimate(nodes, missing, size, c, cfg, reach=reach), estimate(nodes, missing, size, c, cfg, gpu_speedup)
-    lines = ["  predicted time of what is not cached (this machine's throughputs; GPU: encoder x"
-             f"{gpu_speedup:g}, assumed):"]
+    lines = [
+        f"  predicted time of what is not cached (this machine's throughputs; GPU: encoder x{gpu_speedup:g}, assumed):"
+    ]
     for kind in sorted(cpu, key=lambda k: -cpu[k]):
         lines.append(f"    {kind:12s} CPU {_fmt(cpu[kind]):>9s}   GPU {_fmt(gpu[kind]):>9s}")
     lines.append(f"    {'total':12s} CPU {_fmt(sum(cpu.values())):>9s}   GPU {_fmt(sum(gpu.values())):>9s}")
-    lines.append(f"  sizes: {size.get('source', 'measured on the data')}; {c['chars_per_token']:.2f} characters per "
-                 f"encoder token ({size.get('chars_per_token_source', 'measured on the corpus with the tokenizer')})")
+    lines.append(
+        f"  sizes: {size.get('source', 'measured on the data')}; {c['chars_per_token']:.2f} characters per "
+        f"encoder token ({size.get('chars_per_token_source', 'measured on the corpus with the tokenizer')})"
+    )
     lines.append("  calibration (per line):")
     return "\n".join(lines + calibration_ranges(c, reach))
 

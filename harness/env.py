@@ -18,6 +18,7 @@ Versions are read from the installed distributions (and, for Lucene, from the ru
 upgrade is seen without anyone bumping anything; ``python -m harness.store gc`` lists what the
 old keys left behind.
 """
+
 from __future__ import annotations
 
 from functools import cache
@@ -60,8 +61,18 @@ def torch_level() -> dict:
     return {"torch": minor("torch"), "transformers": minor("transformers")}
 
 
-WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.onnx", "config.json", "tokenizer*.json", "vocab.txt",
-                   "*.model", "modules.json", "*config*.json")
+WEIGHT_PATTERNS = (
+    "*.safetensors",
+    "*.bin",
+    "*.pt",
+    "*.onnx",
+    "config.json",
+    "tokenizer*.json",
+    "vocab.txt",
+    "*.model",
+    "modules.json",
+    "*config*.json",
+)
 
 
 def model_weights(model: str, revision: str | None, cache: Path | None = None) -> str:
@@ -92,5 +103,8 @@ def encoder(stage: int, model: str, revision: str | None, cache: Path | None = N
 
 
 def scorer(stage: int) -> dict:
-    return {"stage": stage, "ir_measures": version("ir-measures") or version("ir_measures"),
-            "pytrec_eval": version("pytrec-eval-terrier") or version("pytrec_eval")}
+    return {
+        "stage": stage,
+        "ir_measures": version("ir-measures") or version("ir_measures"),
+        "pytrec_eval": version("pytrec-eval-terrier") or version("pytrec_eval"),
+    }

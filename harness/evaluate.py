@@ -17,6 +17,7 @@ linear-gain nDCG nor a measure that binarises at the default level (grade > 0 is
 any other measure (ERR, exponential-gain or explicit-gain nDCG, ``rel=`` thresholds) is refused
 on such qrels by :func:`check_grade_scaling` rather than computed on scaled grades.
 """
+
 from __future__ import annotations
 
 import ir_measures
@@ -46,13 +47,16 @@ def parse_measures(names) -> list:
         try:
             out.append(ir_measures.parse_measure(n))
         except Exception as e:
-            raise ValueError(f"metrics: {n!r} is not an ir-measures measure name. Fix: use names such as nDCG@100, "
-                             f"R@100, AP@100.") from e
+            raise ValueError(
+                f"metrics: {n!r} is not an ir-measures measure name. Fix: use names such as nDCG@100, R@100, AP@100."
+            ) from e
     try:
         evaluator(out, pd.DataFrame({"query_id": ["q"], "doc_id": ["d"], "relevance": [1]}))
     except Exception as e:
-        raise ValueError(f"metrics={names}: no installed ir-measures provider computes them all ({e}). Fix: choose "
-                         f"measures that pytrec_eval computes (nDCG@k, R@k, P@k, AP, RR, ...).") from e
+        raise ValueError(
+            f"metrics={names}: no installed ir-measures provider computes them all ({e}). Fix: choose "
+            f"measures that pytrec_eval computes (nDCG@k, R@k, P@k, AP, RR, ...)."
+        ) from e
     return out
 
 
@@ -67,8 +71,25 @@ def evaluator(measures, qrels: pd.DataFrame):
 
 # Measures whose value a common factor on every grade leaves unchanged: linear-gain nDCG, and the
 # measures that binarise grades at the default level (every positive grade is relevant).
-BINARISING = {"R", "P", "AP", "RR", "Bpref", "Judged", "Rprec", "SetP", "SetR", "SetF", "SetAP", "Success", "IPrec",
-              "NumRet", "NumRel", "NumRelRet", "infAP"}
+BINARISING = {
+    "R",
+    "P",
+    "AP",
+    "RR",
+    "Bpref",
+    "Judged",
+    "Rprec",
+    "SetP",
+    "SetR",
+    "SetF",
+    "SetAP",
+    "Success",
+    "IPrec",
+    "NumRet",
+    "NumRel",
+    "NumRelRet",
+    "infAP",
+}
 
 
 def scale_invariant(measure) -> bool:
@@ -86,10 +107,12 @@ def check_grade_scaling(measures, qrels: pd.DataFrame) -> None:
     bad = [str(m) for m in measures if not scale_invariant(m)]
     if scale > 1 and bad:
         example = qrels.loc[qrels["relevance"].astype(float) % 1 != 0, "relevance"].iloc[0]
-        raise ConfigError(f"metrics: {', '.join(bad)} depend(s) on the grade values, and these qrels have fractional "
-                         f"grades (e.g. {example:g}) that pytrec_eval can only take multiplied by {scale}: the measure "
-                         f"would see {example * scale:g}. Fix: use linear-gain nDCG or measures that binarise "
-                         f"(R, P, AP, RR at the default rel=1), or give integer grades.")
+        raise ConfigError(
+            f"metrics: {', '.join(bad)} depend(s) on the grade values, and these qrels have fractional "
+            f"grades (e.g. {example:g}) that pytrec_eval can only take multiplied by {scale}: the measure "
+            f"would see {example * scale:g}. Fix: use linear-gain nDCG or measures that binarise "
+            f"(R, P, AP, RR at the default rel=1), or give integer grades."
+        )
 
 
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES) -> pd.DataFrame:
@@ -124,7 +147,6 @@ def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
 
-
 def node(exp, run):
     """The scores stage: per-query and mean scores of a run over ALL / IN / OUT, and its manifest.
     Keyed by the judgments as scored (a digest of the positives), not by how they were read."""
@@ -138,11 +160,17 @@ def node(exp, run):
         run_file = exp.store.path(run) / "run.trec"
         table = score(read_trec(run_file), exp.ds, exp.metrics)
         table.to_csv(tmp / "per_query.csv", index=False)
-        write_json_atomic(tmp / "manifest.json", manifest.build(exp.cfg, exp.ds.source, exp.nodes + [art],
-                                                                exp.store.meta(run)["tag"], run_file, exp.timings()))
+        write_json_atomic(
+            tmp / "manifest.json",
+            manifest.build(
+                exp.cfg, exp.ds.source, exp.nodes + [art], exp.store.meta(run)["tag"], run_file, exp.timings()
+            ),
+        )
         m = means(table)
         m.to_csv(tmp / "means.csv", index=False)
-        return {"means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
-                "queries": {r.subset: int(r.queries) for r in m.itertuples()}}
+        return {
+            "means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
+            "queries": {r.subset: int(r.queries) for r in m.itertuples()},
+        }
 
     return exp.ensure(art, build, "scores")

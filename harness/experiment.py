@@ -18,6 +18,7 @@ Run tags and results columns are read off the artifacts' parameters (:mod:`harne
 a tag ends in the run artifact's key: two configurations never share a name. ``plan=True`` builds nothing and returns
 the same nodes: the sweep listing counts and checks them.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,7 +52,9 @@ class Experiment:
         if hasattr(dataset, "require"):  # features whose columns the files lack are refused by name
             for sub in self.inputs:
                 dataset.require("queries", V.fields(str(sub.query_fields), "query"), f"query_fields={sub.query_fields}")
-                dataset.require("corpus", V.fields(str(sub.target_fields), "target"), f"target_fields={sub.target_fields}")
+                dataset.require(
+                    "corpus", V.fields(str(sub.target_fields), "target"), f"target_fields={sub.target_fields}"
+                )
             if cfg.rerank is not None:
                 for part in ("queries", "corpus"):
                     dataset.require(part, [S.IPC3], f"rerank={cfg.rerank.method}")
@@ -123,8 +126,12 @@ class Experiment:
     def unit_run(self, name: str) -> Artifact:
         be = backend(name)
         index = be.index(self, self.units(be))
-        params = {"query_view": str(self.cfg.query_fields), "depth": int(self.cfg.search.depth), "backend": name,
-                  **be.run_params(self)}
+        params = {
+            "query_view": str(self.cfg.query_fields),
+            "depth": int(self.cfg.search.depth),
+            "backend": name,
+            **be.run_params(self),
+        }
         art = Artifact("unit_run", params, (index, self.topics_node), be.search_env(self))
 
         def build(tmp):
@@ -135,14 +142,24 @@ class Experiment:
                 run, seconds, empty = be.search(self, index, topics, params)
             except Exception as e:  # noqa: BLE001  (pyjnius raises JavaException for Lucene's errors)
                 if is_damaged(e):
-                    raise DamagedArtifact(index, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+                    raise DamagedArtifact(
+                        index, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    ) from e
                 raise
             if empty:
-                log.warning("%d queries have an empty %s text and retrieve nothing (score 0), e.g. %s",
-                            len(empty), params["query_view"], empty[:3])
+                log.warning(
+                    "%d queries have an empty %s text and retrieve nothing (score 0), e.g. %s",
+                    len(empty),
+                    params["query_view"],
+                    empty[:3],
+                )
             write_trec(run, tmp / "run.trec", f"units-{art.key}")
-            return {"search_seconds": round(seconds, 3), "queries": len(topics), "empty_queries": empty,
-                    "seconds_per_query": round(seconds / max(1, len(topics) - len(empty)), 5)}
+            return {
+                "search_seconds": round(seconds, 3),
+                "queries": len(topics),
+                "empty_queries": empty,
+                "seconds_per_query": round(seconds / max(1, len(topics) - len(empty)), 5),
+            }
 
         try:
             return self.ensure(art, build, f"{name} search")
@@ -216,8 +233,19 @@ def is_damaged(error: Exception) -> bool:
     if isinstance(error, MissingFiles):
         return True
     text = f"{type(error).__name__} {error}"
-    return any(k in text for k in ("CorruptIndexException", "IndexFormatTooOld", "IndexFormatTooNew", "EOFException",
-                                   "NoSuchFileException", "FileNotFoundException", "Error in faiss::", "read error"))
+    return any(
+        k in text
+        for k in (
+            "CorruptIndexException",
+            "IndexFormatTooOld",
+            "IndexFormatTooNew",
+            "EOFException",
+            "NoSuchFileException",
+            "FileNotFoundException",
+            "Error in faiss::",
+            "read error",
+        )
+    )
 
 
 def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None) -> dict:
@@ -227,8 +255,16 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
     run = scores.parents[0]
     meta = exp.store.meta(scores)
     name = tag(run)
-    return {"experiment": cfg.get("name") or name, "dataset": dataset.name, **columns(run), "tag": name,
-            "metrics": exp.metrics, **meta["means"], **exp.timings(),
-            **{f"queries_{s}": meta["queries"].get(s) for s in ("ALL", "IN", "OUT")},
-            "run_file": str(exp.store.path(run) / "run.trec"), "scores_key": scores.key,
-            "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)}
+    return {
+        "experiment": cfg.get("name") or name,
+        "dataset": dataset.name,
+        **columns(run),
+        "tag": name,
+        "metrics": exp.metrics,
+        **meta["means"],
+        **exp.timings(),
+        **{f"queries_{s}": meta["queries"].get(s) for s in ("ALL", "IN", "OUT")},
+        "run_file": str(exp.store.path(run) / "run.trec"),
+        "scores_key": scores.key,
+        "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+    }

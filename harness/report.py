@@ -13,6 +13,7 @@ Rows are sorted by the primary measure; plots use it too:
 * ``passage_length.png``: ALL over passage length, one line per aggregation, one panel per
   backend (document level drawn as a horizontal reference).
 """
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,27 @@ import pandas as pd
 from .results import read_rows, table
 from .store import Store, write_text_atomic
 
-CONFIG_COLS = ["experiment", "dataset", "query_fields", "target_fields", "granularity", "passage_length",
-               "passage_stride", "aggregation", "backend", "fusion", "fusion_k", "query_views", "prf", "fusion_weights", "rerank",
-               "rerank_weight", "bm25_k1", "bm25_b", "encoder"]
+CONFIG_COLS = [
+    "experiment",
+    "dataset",
+    "query_fields",
+    "target_fields",
+    "granularity",
+    "passage_length",
+    "passage_stride",
+    "aggregation",
+    "backend",
+    "fusion",
+    "fusion_k",
+    "query_views",
+    "prf",
+    "fusion_weights",
+    "rerank",
+    "rerank_weight",
+    "bm25_k1",
+    "bm25_b",
+    "encoder",
+]
 
 
 def metrics_of(rows: list[dict]) -> list[str]:
@@ -50,14 +69,30 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
     df[retention] = df[f"{primary}/OUT"] / df[f"{primary}/ALL"].where(df[f"{primary}/ALL"] > 0)
     df["ms/query"] = 1000 * df["seconds_per_query"]
     df["pareto"] = pareto(df[f"{primary}/IN"].to_numpy(float), df[f"{primary}/OUT"].to_numpy(float))
-    cols = [c for c in CONFIG_COLS + metric_cols(metrics) + [retention, "pareto", "ms/query", "index_seconds",
-                                                             "encode_seconds", "tag", "run_file", "scores_key"] if c in df]
+    cols = [
+        c
+        for c in CONFIG_COLS
+        + metric_cols(metrics)
+        + [retention, "pareto", "ms/query", "index_seconds", "encode_seconds", "tag", "run_file", "scores_key"]
+        if c in df
+    ]
     return df[cols].sort_values(f"{primary}/ALL", ascending=False, kind="mergesort").reset_index(drop=True)
 
 
 def to_markdown(df: pd.DataFrame) -> str:
-    show = [c for c in ["query_fields", "target_fields", "granularity", "passage_length", "aggregation", "backend",
-                        "fusion_k"] if c in df]
+    show = [
+        c
+        for c in [
+            "query_fields",
+            "target_fields",
+            "granularity",
+            "passage_length",
+            "aggregation",
+            "backend",
+            "fusion_k",
+        ]
+        if c in df
+    ]
     show += [c for c in df.columns if "/" in c or c == "ms/query"]
     head = "| " + " | ".join(show) + " |\n|" + "|".join("---" for _ in show) + "|\n"
 
@@ -109,8 +144,15 @@ def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> No
     x, y = df[f"{metric}/IN"].to_numpy(float), df[f"{metric}/OUT"].to_numpy(float)
     front = sorted((a, b) for a, b, p in zip(x, y, pareto(x, y)) if p)
     if front:
-        ax.plot([a for a, _ in front], [b for _, b in front], "-", color="black", lw=1, zorder=0,
-                label="Pareto front (IN vs OUT)")
+        ax.plot(
+            [a for a, _ in front],
+            [b for _, b in front],
+            "-",
+            color="black",
+            lw=1,
+            zorder=0,
+            label="Pareto front (IN vs OUT)",
+        )
     hi = float(max(df[f"{metric}/IN"].max(), df[f"{metric}/OUT"].max(), 0.01)) * 1.05
     ax.plot([0, hi], [0, hi], "--", color="grey", lw=1, label="OUT = IN")
     ax.set_xlabel(f"{metric}, IN-domain prior art")

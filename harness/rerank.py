@@ -13,6 +13,7 @@ without codes keeps its run. The transform reads nothing but the run and the cod
 it never searches again. Its price is visible in the report: OUT rises as IN falls
 (``in_vs_out.png`` marks the Pareto front).
 """
+
 from __future__ import annotations
 
 import logging
@@ -37,8 +38,9 @@ def disjoint(run: pd.DataFrame, query_codes: dict, doc_codes: dict) -> pd.Series
     return pd.Series(out, index=run.index, dtype=bool)
 
 
-def ipc3_disjoint(run: pd.DataFrame, query_codes: dict, doc_codes: dict, weight: float = 0.05, k: int = 60,
-                  out_k: int | None = 100) -> pd.DataFrame:
+def ipc3_disjoint(
+    run: pd.DataFrame, query_codes: dict, doc_codes: dict, weight: float = 0.05, k: int = 60, out_k: int | None = 100
+) -> pd.DataFrame:
     """Weighted RRF of a run and its IPC3-disjoint sub-list (module docstring); ranks in trec_eval's order."""
     r = with_ranks(run)
     score = 1.0 / (k + r["rank"].to_numpy(float))
@@ -64,14 +66,21 @@ def node(exp, run):
         from .runs import read_trec, write_trec
 
         codes = dict(zip(exp.ds.queries[S.QUERY_ID], exp.ds.queries[S.IPC3]))
-        out = ipc3_disjoint(read_trec(exp.store.path(run) / "run.trec"), codes, exp.ds.doc_ipc3, params["weight"],
-                            params["k"], params["out_k"])
+        out = ipc3_disjoint(
+            read_trec(exp.store.path(run) / "run.trec"),
+            codes,
+            exp.ds.doc_ipc3,
+            params["weight"],
+            params["k"],
+            params["out_k"],
+        )
         tag = exp.tag(art)
         write_trec(out, tmp / "run.trec", tag)
         without = sum(1 for c in codes.values() if c is None or not len(c))
         if without:
-            log.warning("rerank: %d of %d queries have no IPC3 codes; their runs are left as they are", without,
-                        len(codes))
+            log.warning(
+                "rerank: %d of %d queries have no IPC3 codes; their runs are left as they are", without, len(codes)
+            )
         return {"tag": tag, "queries_without_codes": without}
 
     return exp.ensure(art, build, "IPC3 re-ranked run")

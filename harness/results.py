@@ -4,6 +4,7 @@ Rows live in ``runs/results.jsonl`` (one JSON object a line, full config include
 scores key already present replaces it, so re-running an experiment never duplicates a row. The
 file is rewritten under a lock, atomically.
 """
+
 from __future__ import annotations
 
 import io
@@ -68,8 +69,10 @@ def read_rows(path: str | Path) -> list[dict]:
                 row["run_file"] = str(run_path(path, row))
             rows.append(row)
     except jsonlines.InvalidLineError:
-        raise ResultsError(f"{path}:{line[0]}: not a JSON row. Fix: delete that line; rerunning its experiment "
-                           f"adds it again from its cached artifacts.") from None
+        raise ResultsError(
+            f"{path}:{line[0]}: not a JSON row. Fix: delete that line; rerunning its experiment "
+            f"adds it again from its cached artifacts."
+        ) from None
     return rows
 
 
@@ -77,8 +80,20 @@ class ResultsError(ValueError):
     """The results table cannot be read; the message names the file, the line and the fix."""
 
 
-RUNTIME_KEYS = ("search.threads", "index.threads", "encoder.batch_size", "encoder.device", "root", "verify", "store",
-                "results", "cost", "name", "dataset.cache_dir", "dataset.published")
+RUNTIME_KEYS = (
+    "search.threads",
+    "index.threads",
+    "encoder.batch_size",
+    "encoder.device",
+    "root",
+    "verify",
+    "store",
+    "results",
+    "cost",
+    "name",
+    "dataset.cache_dir",
+    "dataset.published",
+)
 
 
 def value(row: dict, key: str):
@@ -163,16 +178,23 @@ def newest(rows: list[dict]) -> list[dict]:
 
 def differing_keys(rows: list[dict]) -> list[str]:
     """Dotted config keys whose values differ among rows (to tell the user what to filter on)."""
+
     def flat(d, prefix=""):
         for k, v in (d or {}).items():
             if isinstance(v, dict):
                 yield from flat(v, f"{prefix}{k}.")
             else:
                 yield f"{prefix}{k}", json.dumps(v, sort_keys=True, default=str)
+
     tables = [dict(flat(r.get("config"))) for r in rows]
     keys = sorted(set().union(*tables))
-    return [k for k in keys if len({t.get(k) for t in tables}) > 1 and k not in RUNTIME_KEYS
-            and not any(k.startswith(x + ".") for x in RUNTIME_KEYS)]
+    return [
+        k
+        for k in keys
+        if len({t.get(k) for t in tables}) > 1
+        and k not in RUNTIME_KEYS
+        and not any(k.startswith(x + ".") for x in RUNTIME_KEYS)
+    ]
 
 
 def why_none(rows: list[dict], hits: list[dict], dataset, where) -> str:
@@ -189,8 +211,10 @@ def why_none(rows: list[dict], hits: list[dict], dataset, where) -> str:
             near = difflib.get_close_matches(k, sorted(flat), n=3)
             return f"--where {k}={v}: no row of the table has the key {k!r} (mistyped? close: {near})."
         if all(value(r, k) is None for r in hits):
-            return (f"--where {k}={v}: these rows do not have {k!r} (it is not a setting of this experiment; --where "
-                    f"applies to every system named).")
+            return (
+                f"--where {k}={v}: these rows do not have {k!r} (it is not a setting of this experiment; --where "
+                f"applies to every system named)."
+            )
         if not any(_matches(value(r, k), v) for r in hits):
             return f"--where {k}={v}: they have {k} in {sorted({str(value(r, k)) for r in hits})[:6]}."
     return "the filters together exclude them all."
@@ -207,20 +231,30 @@ def find(results: str | Path, name: str, dataset: str | None = None, where=(), k
         raise SystemExit(str(e)) from None
     if not rows:
         raise SystemExit(f"{results}: no results yet. Fix: run experiments first (python -m harness.run ...).")
-    hits = [r for r in rows if name in (r.get("experiment"), r.get("scores_key"), r.get("tag"), Path(r["run_file"]).parent.name)]
+    hits = [
+        r
+        for r in rows
+        if name in (r.get("experiment"), r.get("scores_key"), r.get("tag"), Path(r["run_file"]).parent.name)
+    ]
     if not hits:
-        raise SystemExit(f"{results}: no experiment named {name!r}. Fix: use an experiment name or scores key from "
-                         f"the table, e.g. {sorted({str(r.get('experiment')) for r in rows})[:5]}.")
+        raise SystemExit(
+            f"{results}: no experiment named {name!r}. Fix: use an experiment name or scores key from "
+            f"the table, e.g. {sorted({str(r.get('experiment')) for r in rows})[:5]}."
+        )
     kept = newest(filter_rows(hits, dataset, where, keys))
     if not kept:
-        raise SystemExit(f"{results}: {len(hits)} rows are named {name!r}, none with dataset={dataset} and "
-                         f"{list(where or [])}: {why_none(rows, hits, dataset, where)} Fix: loosen --dataset / --where.")
+        raise SystemExit(
+            f"{results}: {len(hits)} rows are named {name!r}, none with dataset={dataset} and "
+            f"{list(where or [])}: {why_none(rows, hits, dataset, where)} Fix: loosen --dataset / --where."
+        )
     if len(kept) > 1:
         diff = differing_keys(kept)
-        raise SystemExit(f"{results}: {len(kept)} configurations are named {name!r}; they differ in {diff[:8]}. Fix: "
-                         f"add --dataset NAME or --where KEY=VALUE (e.g. --where {diff[0] if diff else 'bm25.k1'}="
-                         f"{value(kept[-1], diff[0]) if diff else '0.9'}), or name a scores key: "
-                         f"{[h['scores_key'] for h in kept][:6]}.")
+        raise SystemExit(
+            f"{results}: {len(kept)} configurations are named {name!r}; they differ in {diff[:8]}. Fix: "
+            f"add --dataset NAME or --where KEY=VALUE (e.g. --where {diff[0] if diff else 'bm25.k1'}="
+            f"{value(kept[-1], diff[0]) if diff else '0.9'}), or name a scores key: "
+            f"{[h['scores_key'] for h in kept][:6]}."
+        )
     return kept[0]
 
 

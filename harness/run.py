@@ -7,6 +7,7 @@
 Builds or reuses every artifact of the experiment, adds its row to the results table and prints
 nDCG@100 / R@100 over ALL, IN and OUT.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,7 +46,16 @@ def user_errors() -> tuple:
     from .runs import RunFormatError
     from .store import DamagedArtifact, StoreError
 
-    return DataError, ConfigError, StoreError, DamagedArtifact, RunFormatError, JavaError, SearchError, FileNotFoundError
+    return (
+        DataError,
+        ConfigError,
+        StoreError,
+        DamagedArtifact,
+        RunFormatError,
+        JavaError,
+        SearchError,
+        FileNotFoundError,
+    )
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
@@ -61,8 +71,10 @@ def main(cfg: DictConfig) -> float:
     metrics = [str(m) for m in measure_names(cfg.metrics)]
     print(f"\n{row['experiment']}  ({row['dataset']}, run: {row['run_file']})")
     print(format_scores(row, metrics))
-    print(f"index {row['index_seconds']:.1f}s  encode {row['encode_seconds']:.1f}s  "
-          f"search {row['search_seconds']:.2f}s ({1000 * row['seconds_per_query']:.1f} ms/query)")
+    print(
+        f"index {row['index_seconds']:.1f}s  encode {row['encode_seconds']:.1f}s  "
+        f"search {row['search_seconds']:.2f}s ({1000 * row['seconds_per_query']:.1f} ms/query)"
+    )
     return row.get(f"{metrics[0]}/ALL", 0.0)  # for Hydra sweepers that optimise
 
 

@@ -6,6 +6,7 @@ ties broken by doc id *descending* (trec_eval's ``comp_sim_docno``). Writing a r
 with ranks 1..n makes the file, the rank column and what trec_eval/pytrec_eval evaluate agree,
 also at the top-k cut-off.
 """
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,9 @@ class RunFormatError(ValueError):
 
 def sort_run(run: pd.DataFrame) -> pd.DataFrame:
     """trec_eval's order within each query: score desc, then doc id desc."""
-    return run.sort_values(["query_id", "score", "doc_id"], ascending=[True, False, False], kind="mergesort").reset_index(drop=True)
+    return run.sort_values(
+        ["query_id", "score", "doc_id"], ascending=[True, False, False], kind="mergesort"
+    ).reset_index(drop=True)
 
 
 def top_k(run: pd.DataFrame, k: int) -> pd.DataFrame:
@@ -67,8 +70,16 @@ def read_trec(path: str | Path) -> pd.DataFrame:
     anything it does not take cleanly is read line by line, which names the first bad line."""
     path = Path(path)
     try:
-        t = pd.read_csv(path, sep=" ", header=None, dtype={0: str, 2: str, 4: float}, engine="c",
-                        keep_default_na=False, na_filter=False, skip_blank_lines=True)
+        t = pd.read_csv(
+            path,
+            sep=" ",
+            header=None,
+            dtype={0: str, 2: str, 4: float},
+            engine="c",
+            keep_default_na=False,
+            na_filter=False,
+            skip_blank_lines=True,
+        )
         # tabs, double spaces, extra columns give another shape; a short line, NaN cells
         if t.shape[1] == 6 and not t.isna().any().any() and (t[[0, 2, 5]].astype(str) != "").all().all():
             return pd.DataFrame({"query_id": t[0], "doc_id": t[2], "score": t[4]}).reset_index(drop=True)
@@ -85,12 +96,16 @@ def _read_trec_lines(path: Path) -> pd.DataFrame:
             if not parts:
                 continue
             if len(parts) != 6:
-                raise RunFormatError(f"{path}:{n}: expected 6 columns 'qid Q0 docid rank score tag', got {len(parts)}. "
-                                     f"Fix: rewrite the line in TREC run format.")
+                raise RunFormatError(
+                    f"{path}:{n}: expected 6 columns 'qid Q0 docid rank score tag', got {len(parts)}. "
+                    f"Fix: rewrite the line in TREC run format."
+                )
             try:
                 score = float(parts[4])
             except ValueError:
-                raise RunFormatError(f"{path}:{n}: score {parts[4]!r} is not a number. Fix: the 5th column is the score.") from None
+                raise RunFormatError(
+                    f"{path}:{n}: score {parts[4]!r} is not a number. Fix: the 5th column is the score."
+                ) from None
             rows.append((parts[0], parts[2], score))
     return pd.DataFrame(rows, columns=COLUMNS)
 

@@ -29,6 +29,7 @@ Only finished score artifacts are read (each experiment's ``per_query.csv``): no
 again. The sweep's experiments are the rows of its report (``runs/report/<sweep>/results.csv``),
 narrowed by ``--dataset`` and ``--where KEY=VALUE``; a configuration run twice counts once (newest).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,14 @@ import pandas as pd
 
 SUBSETS = ("ALL", "IN", "OUT")
 # The paper-style baseline: rrf_doc, K=60, no lever of this project.
-BASELINE_WHERE = ("fusion.k=60", "fusion.method=rrf", "fusion.weights=null", "prf=null", "dense_prf=null", "rerank=null")
+BASELINE_WHERE = (
+    "fusion.k=60",
+    "fusion.method=rrf",
+    "fusion.weights=null",
+    "prf=null",
+    "dense_prf=null",
+    "rerank=null",
+)
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -75,8 +83,9 @@ def choose(scores: pd.DataFrame, queries, guard: pd.DataFrame | None = None, bas
     return str(means.idxmax())
 
 
-def cross_validate(scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | None = None,
-                   baseline: str | None = None) -> dict:
+def cross_validate(
+    scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | None = None, baseline: str | None = None
+) -> dict:
     """k-fold selection (module docstring). ``scores``: queries x configurations of the target
     subset (a query without positives in it is absent); ``folds``: fold of every query."""
     held, held_guard, held_base, chosen, picks = [], [], [], [], {}
@@ -94,9 +103,16 @@ def cross_validate(scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame |
     selected = choose(scores, scores.index, guard, baseline)
     best = float(scores[selected].mean())
     estimate = float(pooled.mean())
-    out = {"cv_estimate": estimate, "best_of_grid": best, "optimism_gap": best - estimate, "selected": selected,
-           "fold_choices": chosen, "queries": int(len(pooled)), "held_out": pooled,
-           "picks": pd.Series(picks, name="configuration").sort_index()}
+    out = {
+        "cv_estimate": estimate,
+        "best_of_grid": best,
+        "optimism_gap": best - estimate,
+        "selected": selected,
+        "fold_choices": chosen,
+        "queries": int(len(pooled)),
+        "held_out": pooled,
+        "picks": pd.Series(picks, name="configuration").sort_index(),
+    }
     if guard is not None:  # does the constraint hold on held-out queries too?
         out["guard_cv_estimate"] = float(pd.concat(held_guard).mean())
         out["guard_baseline"] = float(pd.concat(held_base).mean())
@@ -110,8 +126,15 @@ def held_out_table(tables: dict[str, pd.DataFrame], picks: pd.Series) -> pd.Data
     return pd.concat(parts, ignore_index=True)
 
 
-def selection_tests(tables: dict[str, pd.DataFrame], target: pd.DataFrame, guard: pd.DataFrame | None,
-                    fold: pd.Series, cv: dict, baseline: str, seed: int = 0) -> dict:
+def selection_tests(
+    tables: dict[str, pd.DataFrame],
+    target: pd.DataFrame,
+    guard: pd.DataFrame | None,
+    fold: pd.Series,
+    cv: dict,
+    baseline: str,
+    seed: int = 0,
+) -> dict:
     """The held-out test of the cross-validated choice against the baseline, for the selection's
     subset and measure and for every other one, Holm-corrected over those, and the best-of-grid
     lead corrected for the number of candidates (:mod:`harness.significance`)."""
@@ -122,12 +145,19 @@ def selection_tests(tables: dict[str, pd.DataFrame], target: pd.DataFrame, guard
         return m.sub(m[baseline], axis=0)
 
     judged = tables[baseline]
-    common = set.intersection(*[set(t[["subset", "measure"]].itertuples(index=False, name=None))
-                                for t in tables.values()])  # measures every configuration was scored with
-    pairs = [p for p in judged[["subset", "measure"]].drop_duplicates().itertuples(index=False, name=None)
-             if p in common]
-    res = cv_test(diffs(target), fold, None if guard is None else diffs(guard),
-                  {f"{m}/{s}": diffs(matrix(tables, s, m)) for s, m in pairs}, seed)
+    common = set.intersection(
+        *[set(t[["subset", "measure"]].itertuples(index=False, name=None)) for t in tables.values()]
+    )  # measures every configuration was scored with
+    pairs = [
+        p for p in judged[["subset", "measure"]].drop_duplicates().itertuples(index=False, name=None) if p in common
+    ]
+    res = cv_test(
+        diffs(target),
+        fold,
+        None if guard is None else diffs(guard),
+        {f"{m}/{s}": diffs(matrix(tables, s, m)) for s, m in pairs},
+        seed,
+    )
     held = held_out_table(tables, cv["picks"])
     rows = []
     for s, m in pairs:
@@ -135,13 +165,21 @@ def selection_tests(tables: dict[str, pd.DataFrame], target: pd.DataFrame, guard
         b = judged[(judged["subset"] == s) & (judged["measure"] == m)].set_index("query_id")["value"]
         common = b.index.intersection(h.index)
         base = paired(b.loc[common].to_numpy(float), h.loc[common].to_numpy(float))
-        rows.append({"subset": s, "measure": m, **{k: base[k] for k in ("queries", "mean", "baseline_mean", "wins",
-                                                                         "losses", "ties")},
-                     **{k: res[f"{m}/{s}"][k] for k in ("delta", "ci95_low", "ci95_high", "p")}})
+        rows.append(
+            {
+                "subset": s,
+                "measure": m,
+                **{k: base[k] for k in ("queries", "mean", "baseline_mean", "wins", "losses", "ties")},
+                **{k: res[f"{m}/{s}"][k] for k in ("delta", "ci95_low", "ci95_high", "p")},
+            }
+        )
     tests = pd.DataFrame(rows)
     tests["p_holm"] = holm(tests["p"])
-    head = {**res["target"], "mean": cv["cv_estimate"], "baseline_mean": float(target.loc[cv["held_out"].index,
-                                                                                            baseline].mean())}
+    head = {
+        **res["target"],
+        "mean": cv["cv_estimate"],
+        "baseline_mean": float(target.loc[cv["held_out"].index, baseline].mean()),
+    }
     grid = max_statistic_test(diffs(target).to_numpy(), list(target.columns).index(cv["selected"]), seed)
     return {"held_out_test": head, "best_of_grid_test": grid, "tests": tests.to_dict("records")}
 
@@ -158,8 +196,9 @@ def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.Data
     for name, t in tables.items():
         sel = t[(t["subset"] == subset) & (t["measure"] == metric)]
         if sel.empty:
-            raise SystemExit(f"{name}: no {metric} scores for {subset}. Fix: metric= one of "
-                             f"{sorted(t['measure'].unique())}.")
+            raise SystemExit(
+                f"{name}: no {metric} scores for {subset}. Fix: metric= one of {sorted(t['measure'].unique())}."
+            )
         cols[name] = sel.set_index("query_id")["value"]
     m = pd.DataFrame(cols)
     if m.isna().any().any():
@@ -173,12 +212,15 @@ def sweep_rows(results: Path, sweep: str, dataset=None, where=()) -> list[dict]:
 
     report = Path(results).resolve().parent / "report" / sweep / "results.csv"
     if not report.exists():
-        raise SystemExit(f"{report}: no report of sweep {sweep!r}. Fix: run it first (python -m harness.sweep "
-                         f"sweep={sweep} ...).")
+        raise SystemExit(
+            f"{report}: no report of sweep {sweep!r}. Fix: run it first (python -m harness.sweep sweep={sweep} ...)."
+        )
     keys = set(pd.read_csv(report, usecols=["scores_key"], dtype=str)["scores_key"])
     rows = newest(filter_rows(read_rows(results), dataset, where, keys))
     if not rows:
-        raise SystemExit(f"sweep {sweep}: no results rows with dataset={dataset} {list(where)}. Fix: loosen the filters.")
+        raise SystemExit(
+            f"sweep {sweep}: no results rows with dataset={dataset} {list(where)}. Fix: loosen the filters."
+        )
     return rows
 
 
@@ -190,13 +232,25 @@ def load(results: Path, rows: list[dict], baseline_row: dict) -> dict[str, pd.Da
     folders.setdefault(baseline_row["tag"], scores_dir(results, baseline_row))
     missing = [str(f) for f in folders.values() if not (f / "per_query.csv").exists()]
     if missing:
-        raise SystemExit(f"no per-query scores in {missing[:3]}. Fix: rerun the sweep (it only reads cached artifacts).")
+        raise SystemExit(
+            f"no per-query scores in {missing[:3]}. Fix: rerun the sweep (it only reads cached artifacts)."
+        )
     return per_query_tables(folders)
 
 
-def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", subset: str = "ALL",
-           guard: str | None = None, baseline: str = "rrf_doc", baseline_where=BASELINE_WHERE, seed: int = 0,
-           dataset=None, where=()) -> dict:
+def select(
+    results: Path,
+    sweep: str,
+    folds: int = 5,
+    metric: str = "nDCG@100",
+    subset: str = "ALL",
+    guard: str | None = None,
+    baseline: str = "rrf_doc",
+    baseline_where=BASELINE_WHERE,
+    seed: int = 0,
+    dataset=None,
+    where=(),
+) -> dict:
     from .results import find
 
     if subset not in SUBSETS or (guard is not None and guard not in SUBSETS):
@@ -219,58 +273,87 @@ def select(results: Path, sweep: str, folds: int = 5, metric: str = "nDCG@100", 
     cv.pop("picks"), cv.pop("held_out")
     by_tag = {r["tag"]: r for r in rows + [base]}
     chosen = by_tag[cv["selected"]]
-    return {"sweep": sweep, "metric": metric, "subset": subset, "guard": guard, "folds": folds, "seed": seed,
-            "configurations": len(tables), **cv, "selected_experiment": chosen.get("experiment"),
-            "selected_scores_key": chosen["scores_key"],
-            "selected_means": {f"{m}/{s}": chosen.get(f"{m}/{s}") for m in chosen.get("metrics", [metric]) for s in SUBSETS},
-            "baseline": base["tag"], "baseline_scores_key": base["scores_key"],
-            "baseline_means": {f"{m}/{s}": base.get(f"{m}/{s}") for m in base.get("metrics", [metric]) for s in SUBSETS},
-            "fold_choice_counts": pd.Series(cv["fold_choices"]).value_counts().to_dict(), **significance,
-            "selected_config": chosen.get("config")}
+    return {
+        "sweep": sweep,
+        "metric": metric,
+        "subset": subset,
+        "guard": guard,
+        "folds": folds,
+        "seed": seed,
+        "configurations": len(tables),
+        **cv,
+        "selected_experiment": chosen.get("experiment"),
+        "selected_scores_key": chosen["scores_key"],
+        "selected_means": {
+            f"{m}/{s}": chosen.get(f"{m}/{s}") for m in chosen.get("metrics", [metric]) for s in SUBSETS
+        },
+        "baseline": base["tag"],
+        "baseline_scores_key": base["scores_key"],
+        "baseline_means": {f"{m}/{s}": base.get(f"{m}/{s}") for m in base.get("metrics", [metric]) for s in SUBSETS},
+        "fold_choice_counts": pd.Series(cv["fold_choices"]).value_counts().to_dict(),
+        **significance,
+        "selected_config": chosen.get("config"),
+    }
 
 
 def format_summary(out: dict) -> str:
     g = f", guard {out['guard']} >= baseline" if out["guard"] else ""
     h, b = out["held_out_test"], out["best_of_grid_test"]
-    lines = [f"select: sweep {out['sweep']}, {out['configurations']} configurations, {out['folds']}-fold CV (seed "
-             f"{out['seed']}), {out['metric']} on {out['subset']}{g}",
-             f"held-out test: delta {h['delta']:+.4f} (95% CI {h['ci95_low']:+.4f} to {h['ci95_high']:+.4f}), "
-             f"p = {h['p']:.3g}; {out['metric']} {out['subset']} {h['mean']:.4f} vs {h['baseline_mean']:.4f} on "
-             f"{h['queries']} queries, each scored by the configuration chosen without it, vs {out['baseline']} "
-             f"(paired randomisation test of the whole cross-validated choice, {h['resamples']:,} sign flips; "
-             f"bootstrap CI, {h['bootstrap']:,} resamples)",
-             f"  cross-validated estimate  {out['cv_estimate']:.4f}  ({out['queries']} queries)",
-             f"  best of grid              {out['best_of_grid']:.4f}  (chosen on these queries: optimistic)",
-             f"  optimism gap              {out['optimism_gap']:+.4f}",
-             f"  best of grid vs baseline  delta {b['delta']:+.4f}, p = {b['p_max_statistic']:.3g} corrected for "
-             f"{b['candidates']} candidates (max-statistic sign-flip test, one-sided)"]
+    lines = [
+        f"select: sweep {out['sweep']}, {out['configurations']} configurations, {out['folds']}-fold CV (seed "
+        f"{out['seed']}), {out['metric']} on {out['subset']}{g}",
+        f"held-out test: delta {h['delta']:+.4f} (95% CI {h['ci95_low']:+.4f} to {h['ci95_high']:+.4f}), "
+        f"p = {h['p']:.3g}; {out['metric']} {out['subset']} {h['mean']:.4f} vs {h['baseline_mean']:.4f} on "
+        f"{h['queries']} queries, each scored by the configuration chosen without it, vs {out['baseline']} "
+        f"(paired randomisation test of the whole cross-validated choice, {h['resamples']:,} sign flips; "
+        f"bootstrap CI, {h['bootstrap']:,} resamples)",
+        f"  cross-validated estimate  {out['cv_estimate']:.4f}  ({out['queries']} queries)",
+        f"  best of grid              {out['best_of_grid']:.4f}  (chosen on these queries: optimistic)",
+        f"  optimism gap              {out['optimism_gap']:+.4f}",
+        f"  best of grid vs baseline  delta {b['delta']:+.4f}, p = {b['p_max_statistic']:.3g} corrected for "
+        f"{b['candidates']} candidates (max-statistic sign-flip test, one-sided)",
+    ]
     if out.get("guard_cv_estimate") is not None:
-        lines.append(f"  guard {out['guard']} held out          {out['guard_cv_estimate']:.4f} vs baseline "
-                     f"{out['guard_baseline']:.4f} on the same queries")
+        lines.append(
+            f"  guard {out['guard']} held out          {out['guard_cv_estimate']:.4f} vs baseline "
+            f"{out['guard_baseline']:.4f} on the same queries"
+        )
     lines += [
-             f"  selected (on all queries) {out['selected']}",
-             f"  chosen per fold           {out['fold_choice_counts']}",
-             f"  held-out tests of the cross-validated choice vs {out['baseline']}, every subset and measure "
-             f"(randomisation p, Holm over {len(out['tests'])} tests):"]
+        f"  selected (on all queries) {out['selected']}",
+        f"  chosen per fold           {out['fold_choice_counts']}",
+        f"  held-out tests of the cross-validated choice vs {out['baseline']}, every subset and measure "
+        f"(randomisation p, Holm over {len(out['tests'])} tests):",
+    ]
     for t in out["tests"]:
-        lines.append(f"    {t['measure']:10s} {t['subset']:4s} {t['mean']:.4f} vs {t['baseline_mean']:.4f} "
-                     f"(delta {t['delta']:+.4f}, CI {t['ci95_low']:+.4f} to {t['ci95_high']:+.4f}, {t['wins']}/"
-                     f"{t['losses']} wins/losses)  p {t['p']:.3g} -> Holm {t['p_holm']:.3g}")
+        lines.append(
+            f"    {t['measure']:10s} {t['subset']:4s} {t['mean']:.4f} vs {t['baseline_mean']:.4f} "
+            f"(delta {t['delta']:+.4f}, CI {t['ci95_low']:+.4f} to {t['ci95_high']:+.4f}, {t['wins']}/"
+            f"{t['losses']} wins/losses)  p {t['p']:.3g} -> Holm {t['p_holm']:.3g}"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 usage="python -m harness.select sweep=NAME [folds=5] [metric=nDCG@100] "
-                                       "[subset=ALL|IN|OUT] [guard=ALL] [baseline=rrf_doc] [seed=0] "
-                                       "[--dataset D] [--where KEY=VALUE ...]")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        usage="python -m harness.select sweep=NAME [folds=5] [metric=nDCG@100] "
+        "[subset=ALL|IN|OUT] [guard=ALL] [baseline=rrf_doc] [seed=0] "
+        "[--dataset D] [--where KEY=VALUE ...]",
+    )
     ap.add_argument("settings", nargs="*", help="KEY=VALUE: sweep, folds, metric, subset, guard, baseline, seed")
     ap.add_argument("--dataset", default=None)
     ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE")
-    ap.add_argument("--baseline-where", action="append", default=None, metavar="KEY=VALUE",
-                    help=f"picks the baseline row (default: {' '.join(BASELINE_WHERE)})")
+    ap.add_argument(
+        "--baseline-where",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help=f"picks the baseline row (default: {' '.join(BASELINE_WHERE)})",
+    )
     ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
-    ap.add_argument("--out", type=Path, default=None, help="JSON file (default runs/report/<sweep>/select-<subset>.json)")
+    ap.add_argument(
+        "--out", type=Path, default=None, help="JSON file (default runs/report/<sweep>/select-<subset>.json)"
+    )
     a = ap.parse_args(argv)
     known = {"sweep", "folds", "metric", "subset", "guard", "baseline", "seed"}
     opts = {}
@@ -288,10 +371,19 @@ def main(argv=None) -> int:
 
     results = a.results or default_results()
     try:
-        out = select(results, opts["sweep"], int(opts.get("folds", 5)), opts.get("metric", "nDCG@100"),
-                     opts.get("subset", "ALL"), opts.get("guard"), opts.get("baseline", "rrf_doc"),
-                     a.baseline_where if a.baseline_where is not None else BASELINE_WHERE, int(opts.get("seed", 0)),
-                     a.dataset, a.where)
+        out = select(
+            results,
+            opts["sweep"],
+            int(opts.get("folds", 5)),
+            opts.get("metric", "nDCG@100"),
+            opts.get("subset", "ALL"),
+            opts.get("guard"),
+            opts.get("baseline", "rrf_doc"),
+            a.baseline_where if a.baseline_where is not None else BASELINE_WHERE,
+            int(opts.get("seed", 0)),
+            a.dataset,
+            a.where,
+        )
     except ValueError as e:
         print(f"select: {e}", file=sys.stderr)
         return 2
@@ -303,8 +395,11 @@ def main(argv=None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, json.dumps(out, indent=1, default=str))
     except OSError as e:
-        print(f"select: the summary above is not saved: {path} cannot be written ({e.strerror or e}). Fix: --out "
-              f"PATH in a writable folder.", file=sys.stderr)
+        print(
+            f"select: the summary above is not saved: {path} cannot be written ({e.strerror or e}). Fix: --out "
+            f"PATH in a writable folder.",
+            file=sys.stderr,
+        )
         return 1
     print(f"  written to {path}")
     return 0

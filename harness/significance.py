@@ -20,6 +20,7 @@ wins partly by luck (the winner's curse): with N configurations of pure noise, t
   sign flips, and the *largest* mean difference over all N as the null distribution the
   best-of-N lead is judged against (Westfall and Young's single-step max-T; one-sided).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,13 @@ BOOTSTRAP = 2_000
 CHUNK = 1_000  # resamples per matrix product: bounds memory at DAPFAM's 1,247 queries
 
 
-def _held_out_deltas(weights: np.ndarray, choose_on: np.ndarray, evaluate: list[tuple[np.ndarray, np.ndarray]],
-                     folds: np.ndarray, guard: np.ndarray | None) -> np.ndarray:
+def _held_out_deltas(
+    weights: np.ndarray,
+    choose_on: np.ndarray,
+    evaluate: list[tuple[np.ndarray, np.ndarray]],
+    folds: np.ndarray,
+    guard: np.ndarray | None,
+) -> np.ndarray:
     """Held-out mean differences of the cross-validated choice, one row per weight vector.
 
     ``weights``: resamples x queries (1: as observed; +-1: a sign flip; counts: a bootstrap);
@@ -58,9 +64,15 @@ def _frame(diffs: pd.DataFrame, queries: pd.Index) -> tuple[np.ndarray, np.ndarr
     return d.fillna(0.0).to_numpy(float), d.notna().all(axis=1).to_numpy(float)
 
 
-def cv_test(choose_on: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | None = None,
-            evaluate: dict[str, pd.DataFrame] | None = None, seed: int = 0, resamples: int = RESAMPLES,
-            bootstrap: int = BOOTSTRAP) -> dict[str, dict]:
+def cv_test(
+    choose_on: pd.DataFrame,
+    folds: pd.Series,
+    guard: pd.DataFrame | None = None,
+    evaluate: dict[str, pd.DataFrame] | None = None,
+    seed: int = 0,
+    resamples: int = RESAMPLES,
+    bootstrap: int = BOOTSTRAP,
+) -> dict[str, dict]:
     """Selection-aware test of the cross-validated choice against the baseline.
 
     All frames are queries x configurations of (configuration - baseline) per query, NaN where a
@@ -84,8 +96,9 @@ def cv_test(choose_on: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | Non
         signs = rng.choice([-1.0, 1.0], size=(min(CHUNK, resamples - start), len(queries)))
         null.append(_held_out_deltas(signs, *args))
     for start in range(0, bootstrap, CHUNK):
-        counts = rng.multinomial(len(queries), np.full(len(queries), 1 / len(queries)),
-                                 size=min(CHUNK, bootstrap - start)).astype(float)
+        counts = rng.multinomial(
+            len(queries), np.full(len(queries), 1 / len(queries)), size=min(CHUNK, bootstrap - start)
+        ).astype(float)
         boot.append(_held_out_deltas(counts, *args))
     null = np.vstack(null) if null else np.zeros((0, len(names)))
     boot = np.vstack(boot) if boot else np.full((1, len(names)), np.nan)
@@ -93,8 +106,15 @@ def cv_test(choose_on: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | Non
     for j, name in enumerate(names):
         p = (1 + int(np.sum(np.abs(null[:, j]) >= abs(observed[j]) - 1e-12))) / (1 + len(null))
         low, high = np.percentile(boot[:, j], [2.5, 97.5]) if bootstrap else (np.nan, np.nan)
-        out[name] = {"delta": float(observed[j]), "ci95_low": float(low), "ci95_high": float(high), "p": p,
-                     "queries": int(evals[j][1].sum()), "resamples": len(null), "bootstrap": bootstrap}
+        out[name] = {
+            "delta": float(observed[j]),
+            "ci95_low": float(low),
+            "ci95_high": float(high),
+            "p": p,
+            "queries": int(evals[j][1].sum()),
+            "resamples": len(null),
+            "bootstrap": bootstrap,
+        }
     return out
 
 
@@ -109,5 +129,9 @@ def max_statistic_test(diffs: np.ndarray, chosen: int, seed: int = 0, resamples:
     for start in range(0, resamples, CHUNK):
         signs = rng.choice([-1.0, 1.0], size=(min(CHUNK, resamples - start), d.shape[0]))
         exceed += int(np.sum((signs @ d / d.shape[0]).max(axis=1) >= observed - 1e-12))
-    return {"candidates": int(d.shape[1]), "queries": int(d.shape[0]), "delta": observed,
-            "p_max_statistic": (1 + exceed) / (1 + resamples)}
+    return {
+        "candidates": int(d.shape[1]),
+        "queries": int(d.shape[0]),
+        "delta": observed,
+        "p_max_statistic": (1 + exceed) / (1 + resamples),
+    }

@@ -19,6 +19,7 @@ Lucene index that lost a segment) is a damaged artifact: the store says so in a 
 it and builds it again. ``verify=True`` (``verify=true`` on the command line) also compares the
 checksums, for damage that keeps the size.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,11 +71,14 @@ class DamagedArtifact(RuntimeError):
         super().__init__(message)
         self.artifact = artifact
 
+
 _swept: set[Path] = set()  # roots whose stale temporary folders this process has removed
 
 # Which top-level folder each kind of artifact lives in.
-ROOTS = {**dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
-         **dict.fromkeys(("unit_run", "family_run", "fused_run", "reranked_run", "scores"), "runs")}
+ROOTS = {
+    **dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
+    **dict.fromkeys(("unit_run", "family_run", "fused_run", "reranked_run", "scores"), "runs"),
+}
 
 
 def stable_hash(obj: Any, n: int = 12) -> str:
@@ -119,8 +123,10 @@ class Store:
     def __init__(self, root: str | Path = ".", verify: bool = False, lock_timeout: float = DEFAULT_LOCK_TIMEOUT):
         self.root = Path(root).resolve()
         if self.root.exists() and not self.root.is_dir():
-            raise StoreError(f"root={self.root} (HARNESS_ROOT) is not a directory. Fix: set HARNESS_ROOT (or root=) to "
-                             f"a folder for indexes/ and runs/.")
+            raise StoreError(
+                f"root={self.root} (HARNESS_ROOT) is not a directory. Fix: set HARNESS_ROOT (or root=) to "
+                f"a folder for indexes/ and runs/."
+            )
         self.verify = verify
         self.lock_timeout = lock_timeout
         self._checked: set[str] = set()
@@ -157,8 +163,11 @@ class Store:
     @classmethod
     def from_config(cls, cfg) -> Store:
         """The store a composed Hydra config names: ``root``, ``verify``, ``store.lock_timeout``."""
-        return cls(cfg.get("root", "."), verify=bool(cfg.get("verify", False)),
-                   lock_timeout=float((cfg.get("store") or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT)))
+        return cls(
+            cfg.get("root", "."),
+            verify=bool(cfg.get("verify", False)),
+            lock_timeout=float((cfg.get("store") or {}).get("lock_timeout", DEFAULT_LOCK_TIMEOUT)),
+        )
 
     def path(self, art: Artifact) -> Path:
         top = ROOTS.get(art.kind)
@@ -199,8 +208,10 @@ class Store:
         except FileNotFoundError:
             return
         except OSError as e:
-            raise StoreError(f"{final} is damaged ({reason}) and cannot be removed ({e.strerror}). Fix: make "
-                             f"{self.root} writable, or delete {final} by hand, then run again.") from e
+            raise StoreError(
+                f"{final} is damaged ({reason}) and cannot be removed ({e.strerror}). Fix: make "
+                f"{self.root} writable, or delete {final} by hand, then run again."
+            ) from e
         shutil.rmtree(trash, ignore_errors=True)
 
     def lock(self, art: Artifact) -> FileLock:
@@ -208,9 +219,11 @@ class Store:
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
-            raise StoreError(f"cannot create {p.parent} ({e.strerror}): the artifact root {self.root} is not writable "
-                             f"and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to a "
-                             f"writable folder.") from e
+            raise StoreError(
+                f"cannot create {p.parent} ({e.strerror}): the artifact root {self.root} is not writable "
+                f"and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to a "
+                f"writable folder."
+            ) from e
         return FileLock(str(p) + ".lock", timeout=self.lock_timeout)
 
     def _acquire(self, lock: FileLock, art: Artifact) -> None:
@@ -222,14 +235,20 @@ class Store:
                 holder = owner.read_text().strip()
             except OSError:
                 holder = "an unknown process"
-            raise StoreError(f"timed out after {self.lock_timeout:.0f}s waiting for {lock.lock_file}, held by {holder}, "
-                             f"which is building {art.kind} {art.key}. Fix: if that process is hung, kill it "
-                             f"(its lock is released when it exits), or raise store.lock_timeout.") from None
+            raise StoreError(
+                f"timed out after {self.lock_timeout:.0f}s waiting for {lock.lock_file}, held by {holder}, "
+                f"which is building {art.kind} {art.key}. Fix: if that process is hung, kill it "
+                f"(its lock is released when it exits), or raise store.lock_timeout."
+            ) from None
         except OSError as e:
-            raise StoreError(f"cannot lock {lock.lock_file} ({e.strerror}): the artifact root {self.root} is not "
-                             f"writable and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to "
-                             f"a writable folder.") from e
-        write_text_atomic(owner, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+            raise StoreError(
+                f"cannot lock {lock.lock_file} ({e.strerror}): the artifact root {self.root} is not "
+                f"writable and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to "
+                f"a writable folder."
+            ) from e
+        write_text_atomic(
+            owner, f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n"
+        )
 
     def ensure(self, art: Artifact, build: Callable[[Path], dict | None], describe: str = "") -> Path:
         """Return the artifact's folder, building it first if no finished copy exists.
@@ -287,11 +306,13 @@ class Store:
                 shutil.rmtree(tmp, ignore_errors=True)
                 if full:
                     free = shutil.disk_usage(final.parent).free
-                    raise StoreError(f"{final.parent}: no space left on the device while building {label} {art.key} "
-                                     f"({_size(written)} written before it filled, removed again; {_size(free)} "
-                                     f"free now). Nothing was committed. Fix: free more than {_size(written)} there "
-                                     f"(the finished artifact is larger), or set HARNESS_ROOT to a roomier disk, "
-                                     f"and run again.") from None
+                    raise StoreError(
+                        f"{final.parent}: no space left on the device while building {label} {art.key} "
+                        f"({_size(written)} written before it filled, removed again; {_size(free)} "
+                        f"free now). Nothing was committed. Fix: free more than {_size(written)} there "
+                        f"(the finished artifact is larger), or set HARNESS_ROOT to a roomier disk, "
+                        f"and run again."
+                    ) from None
                 raise
             self._checked.add(art.key)
             log.info("built %s %s in %.1fs", label, art.key, time.perf_counter() - t0)

@@ -8,6 +8,7 @@ docids), copied as ``<tag>.trec``; its resolved Hydra config as ``<tag>.config.y
 as ``<tag>.manifest.json``; plus a README listing the runs and their scores. Nothing is written
 if any run is invalid.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,9 @@ def dataset_of(results: Path, row: dict):
     return data.load(OmegaConf.create(row["config"]["dataset"]), Path(results).resolve().parent.parent)
 
 
-def package(results: Path, names: list[str], out: Path, dataset=None, dataset_name: str | None = None,
-            where=()) -> Path:
+def package(
+    results: Path, names: list[str], out: Path, dataset=None, dataset_name: str | None = None, where=()
+) -> Path:
     """Verify the named runs (the files their scores were computed on: size and SHA-256 against
     their artifact's meta.json and the scores' manifest), validate them against their dataset's
     topics and documents, and copy them with configs and manifests. Rows are named as in
@@ -45,14 +47,18 @@ def package(results: Path, names: list[str], out: Path, dataset=None, dataset_na
     tags = [m["tag"] for m in manifests]
     dup = sorted({t for t in tags if tags.count(t) > 1})
     if dup:
-        raise SystemExit(f"runs share the tag(s) {dup}: their files would overwrite each other. Fix: name each "
-                         f"system once (the same configuration twice has one tag).")
+        raise SystemExit(
+            f"runs share the tag(s) {dup}: their files would overwrite each other. Fix: name each "
+            f"system once (the same configuration twice has one tag)."
+        )
     runs = [Path(r["run_file"]) for r in chosen]  # read_rows located each under this root
     for r, run, man in zip(chosen, runs, manifests):
         problem = _damage(run, man)
         if problem:
-            raise SystemExit(f"{run}: {problem}, so its scores are not this file's. Fix: python -m harness.run with "
-                             f"the experiment's config rebuilds it (it detects the damage), then submit again.")
+            raise SystemExit(
+                f"{run}: {problem}, so its scores are not this file's. Fix: python -m harness.run with "
+                f"the experiment's config rebuilds it (it detects the damage), then submit again."
+            )
         ds = dataset if dataset is not None else dataset_of(results, r)
         problems = validate(run, None, 100, set(ds.query_ids), set(ds.doc_ipc3))
         if problems:
@@ -63,8 +69,12 @@ def package(results: Path, names: list[str], out: Path, dataset=None, dataset_na
     from .report import metric_cols, metrics_of
 
     cols = metric_cols(metrics_of(chosen))
-    readme = ["# Submission", "", "| run | experiment | " + " | ".join(cols) + " | config hash |",
-              "|---|---|" + "---|" * len(cols) + "---|"]
+    readme = [
+        "# Submission",
+        "",
+        "| run | experiment | " + " | ".join(cols) + " | config hash |",
+        "|---|---|" + "---|" * len(cols) + "---|",
+    ]
     for r, run, man in zip(chosen, runs, manifests):
         # One manifest per experiment: the scores artifact is shared by identical configurations
         # under other names, so its name and config are this row's own.
@@ -73,12 +83,16 @@ def package(results: Path, names: list[str], out: Path, dataset=None, dataset_na
         shutil.copyfile(run, out / f"{tag}.trec")
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))
         write_text_atomic(out / f"{tag}.manifest.json", json.dumps(man, indent=2, sort_keys=True) + "\n")
-        readme.append(f"| {tag} | {r.get('experiment')} | " + " | ".join(_f(r, c) for c in cols)
-                      + f" | {man['config_hash']} |")
-    readme += ["", "Run files are TREC format (`qid Q0 docid rank score tag`), 100 families per topic, validated by "
-               "`python -m harness.validate_run` against the dataset's topics and documents. Each run's resolved Hydra "
-               "config and manifest (versions, dataset revision, model, checksums, timings) sit beside it; "
-               "`python -m harness.run` with that config reproduces it."]
+        readme.append(
+            f"| {tag} | {r.get('experiment')} | " + " | ".join(_f(r, c) for c in cols) + f" | {man['config_hash']} |"
+        )
+    readme += [
+        "",
+        "Run files are TREC format (`qid Q0 docid rank score tag`), 100 families per topic, validated by "
+        "`python -m harness.validate_run` against the dataset's topics and documents. Each run's resolved Hydra "
+        "config and manifest (versions, dataset revision, model, checksums, timings) sit beside it; "
+        "`python -m harness.run` with that config reproduces it.",
+    ]
     write_text_atomic(out / "README.md", "\n".join(readme) + "\n")
     return out
 
@@ -111,8 +125,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
     ap.add_argument("--dataset", default=None, help="only rows of this dataset (name or dataset.path)")
-    ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                    help="only rows with this value (results column or dotted config key); repeatable")
+    ap.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only rows with this value (results column or dotted config key); repeatable",
+    )
     a = ap.parse_args(argv)
     print(package(a.results or default_results(), a.systems, a.out, dataset_name=a.dataset, where=a.where))
     return 0

@@ -15,6 +15,7 @@ one JVM and one loaded dataset. Any other value is a Hydra launcher config (``lo
 ``joblib``, ``submitit_local``, ``slurm``): each block is handed to ``python -m harness.run -m``
 with ``hydra/launcher=<value>``; jobs that need the same index wait on its lock and reuse it.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,12 +47,16 @@ def load_sweep(name: str):
         raise SystemExit(f"{path}: not a valid sweep file ({first}). Fix: correct the YAML there.") from None
     blocks = spec.get("blocks") if hasattr(spec, "get") else None
     if not blocks or not hasattr(blocks, "items"):
-        raise SystemExit(f"{path}: needs a non-empty 'blocks:' mapping (block name -> Hydra overrides), e.g. "
-                         f"blocks: {{bm25: {{+experiment: doc_bm25, bm25.k1: '0.9,1.2'}}}}.")
+        raise SystemExit(
+            f"{path}: needs a non-empty 'blocks:' mapping (block name -> Hydra overrides), e.g. "
+            f"blocks: {{bm25: {{+experiment: doc_bm25, bm25.k1: '0.9,1.2'}}}}."
+        )
     for name, params in blocks.items():
         if not hasattr(params, "items"):
-            raise SystemExit(f"{path}: block {name!r} is {params!r}, not a mapping of overrides. Fix: e.g. "
-                             f"{name}: {{+experiment: doc_bm25}}.")
+            raise SystemExit(
+                f"{path}: block {name!r} is {params!r}, not a mapping of overrides. Fix: e.g. "
+                f"{name}: {{+experiment: doc_bm25}}."
+            )
     return spec
 
 
@@ -77,9 +82,13 @@ def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
     jobs = []
     for block, params in spec.blocks.items():
         overrides = parser.parse_overrides([f"{k}={v}" for k, v in block_params(params, extra).items()])
-        choices = [[f"{o.get_key_element()}={v}" for v in
-                    (o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()])]
-                   for o in overrides]
+        choices = [
+            [
+                f"{o.get_key_element()}={v}"
+                for v in (o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()])
+            ]
+            for o in overrides
+        ]
         jobs += [(block, list(combo) + list(extra)) for combo in itertools.product(*choices)]
     return jobs
 
@@ -107,9 +116,11 @@ def compose(overrides: list[str]):
         lines = [x.strip() for x in str(e).strip().splitlines() if x.strip() and not x.strip().startswith("To append")]
         lines = lines or [type(e).__name__]
         what = " ".join(lines[:3]).rstrip(".")
-        raise ConfigError(f"overrides {' '.join(overrides)}: {what}. Fix: check the key and value against "
-                          f"`python -m harness.run --help` and conf/ (experiments: "
-                          f"{sorted(p.stem for p in (CONF / 'experiment').glob('*.yaml'))}).") from None
+        raise ConfigError(
+            f"overrides {' '.join(overrides)}: {what}. Fix: check the key and value against "
+            f"`python -m harness.run --help` and conf/ (experiments: "
+            f"{sorted(p.stem for p in (CONF / 'experiment').glob('*.yaml'))})."
+        ) from None
 
 
 class DatasetCache:
@@ -144,11 +155,20 @@ def published_stand_in(dataset_cfg):
     size = OmegaConf.to_container(dataset_cfg.published, resolve=True)
     missing = [k for k in ("families", "queries", "chars", "query_chars") if k not in size]
     if missing or not isinstance(size.get("chars"), dict) or not isinstance(size.get("query_chars"), dict):
-        raise DataError(f"dataset.published lacks {missing or ['chars/query_chars as mappings']}. Fix: give families, "
-                        f"queries, chars and query_chars per field (see conf/dataset/dapfam.yaml).")
-    return SimpleNamespace(name=str(dataset_cfg.type), fingerprint="published-size", self_ids=set(),
-                           corpus_fingerprint="published-size", topics_fingerprint="published-size",
-                           qrels_digest="published-size", n_docs=size["families"], published=size)
+        raise DataError(
+            f"dataset.published lacks {missing or ['chars/query_chars as mappings']}. Fix: give families, "
+            f"queries, chars and query_chars per field (see conf/dataset/dapfam.yaml)."
+        )
+    return SimpleNamespace(
+        name=str(dataset_cfg.type),
+        fingerprint="published-size",
+        self_ids=set(),
+        corpus_fingerprint="published-size",
+        topics_fingerprint="published-size",
+        qrels_digest="published-size",
+        n_docs=size["families"],
+        published=size,
+    )
 
 
 def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
@@ -169,9 +189,17 @@ def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
 
 
 def listing(name: str, jobs, nodes, store) -> str:
-    labels = {"units": "unit sets (views x granularity)", "lucene": "BM25 indexes", "embeddings": "encodings",
-              "faiss": "Faiss indexes", "unit_run": "searches", "family_run": "family runs (aggregations)",
-              "fused_run": "fused runs", "reranked_run": "re-ranked runs (IPC3)", "scores": "experiments (distinct scores)"}
+    labels = {
+        "units": "unit sets (views x granularity)",
+        "lucene": "BM25 indexes",
+        "embeddings": "encodings",
+        "faiss": "Faiss indexes",
+        "unit_run": "searches",
+        "family_run": "family runs (aggregations)",
+        "fused_run": "fused runs",
+        "reranked_run": "re-ranked runs (IPC3)",
+        "scores": "experiments (distinct scores)",
+    }
     total, cached = Counter(), Counter()
     for n in nodes:
         total[n.kind] += 1
@@ -184,7 +212,9 @@ def listing(name: str, jobs, nodes, store) -> str:
         if total[kind]:
             lines.append(f"  {label:42s} {total[kind]:5d}  cached {cached[kind]:5d}")
     missing = sum(total.values()) - sum(cached.values())
-    lines.append(f"  to build: {missing} artifact(s)" if missing else "  everything is cached: the sweep only reads meta.json")
+    lines.append(
+        f"  to build: {missing} artifact(s)" if missing else "  everything is cached: the sweep only reads meta.json"
+    )
     return "\n".join(lines)
 
 
@@ -196,13 +226,21 @@ def cost_estimate(nodes, info, datasets) -> str:
     ds = datasets.get(cfg)
     store = info["store"]
     if hasattr(ds, "published"):
-        size = {"chars_per_token": 4.0, **ds.published, "source": "dataset.published (the data is not here)",
-                "chars_per_token_source": "assumed: no text to measure"}
+        size = {
+            "chars_per_token": 4.0,
+            **ds.published,
+            "source": "dataset.published (the data is not here)",
+            "chars_per_token_source": "assumed: no text to measure",
+        }
     else:
         size = {**cost.sizes(ds, store.root), "chars_per_token": cost.chars_per_token(ds, cfg.encoder)}
-    missing = {n.key for n in nodes if n.kind != "dataset" and (ds.fingerprint == "published-size" or not store.exists(n))}
-    calibration = {**cost.calibrate(store.root, cfg, cost.bm25_reach(nodes, missing, size)),
-                   "chars_per_token": size["chars_per_token"]}
+    missing = {
+        n.key for n in nodes if n.kind != "dataset" and (ds.fingerprint == "published-size" or not store.exists(n))
+    }
+    calibration = {
+        **cost.calibrate(store.root, cfg, cost.bm25_reach(nodes, missing, size)),
+        "chars_per_token": size["chars_per_token"],
+    }
     return cost.report(nodes, missing, size, calibration, cfg, float(cfg.cost.gpu_speedup))
 
 
@@ -273,8 +311,13 @@ def run_launcher(spec, extra: list[str], launcher: str) -> list[str]:
         args = [f"{k}={v}" for k, v in block_params(params, extra).items()] + list(extra)
         cmd = [sys.executable, "-m", "harness.run", "-m", f"hydra/launcher={launcher}", *args]
         log.info("block %s: %s", block, " ".join(cmd))
-        proc = subprocess.Popen(cmd, cwd=CONF.parent, start_new_session=True, preexec_fn=_die_with_parent,
-                                env={**os.environ, JOB_GROUP_ENV: "1"})
+        proc = subprocess.Popen(
+            cmd,
+            cwd=CONF.parent,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            env={**os.environ, JOB_GROUP_ENV: "1"},
+        )
         try:
             if proc.wait() != 0:
                 failed.append(block)
@@ -301,8 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         jobs = expand(spec, extra)
     except Exception as e:  # noqa: BLE001  (Hydra's override parser: name the sweep and the value)
-        print(f"sweep {name}: an override cannot be parsed ({' '.join(str(e).split())[:300]}). Fix: write values as "
-              f"on a `-m` command line, e.g. bm25.k1: '0.9,1.2'.", file=sys.stderr)
+        print(
+            f"sweep {name}: an override cannot be parsed ({' '.join(str(e).split())[:300]}). Fix: write values as "
+            f"on a `-m` command line, e.g. bm25.k1: '0.9,1.2'.",
+            file=sys.stderr,
+        )
         return 2
     listing_only = own.get("list", "false").lower() in ("1", "true", "yes")
     datasets = DatasetCache(published=listing_only)
@@ -331,9 +377,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweep {name}: no report: {e}", file=sys.stderr)
         return 1
     except OSError as e:  # a read-only root: every score is in its artifact, only the report is not written
-        print(f"sweep {name}: the scores are computed, but the report cannot be written ({e.strerror or e}: "
-              f"{getattr(e, 'filename', '') or store.root}). Fix: make the root writable and run the sweep again "
-              f"(it only reads the cached artifacts).", file=sys.stderr)
+        print(
+            f"sweep {name}: the scores are computed, but the report cannot be written ({e.strerror or e}: "
+            f"{getattr(e, 'filename', '') or store.root}). Fix: make the root writable and run the sweep again "
+            f"(it only reads the cached artifacts).",
+            file=sys.stderr,
+        )
         return 1
     print(f"sweep {name}: {len(info['scores'])} experiments in {time.perf_counter() - t0:.1f}s; report in {out}")
     if failed:

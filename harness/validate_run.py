@@ -11,6 +11,7 @@ with a dataset, qids and docids that the dataset knows. With a dataset, topics o
 that the run does not cover are reported (count and examples); ``--strict`` makes that an error.
 Exit status 1 when any error is found, 2 when the file or dataset cannot be read.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,8 +30,14 @@ class Problem:
         return f"line {self.line}: {self.message}" if self.line else self.message
 
 
-def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None = 100,
-             qids: set | None = None, docids: set | None = None, max_problems: int = 1000) -> list[Problem]:
+def validate(
+    path: str | Path,
+    tag: str | None = None,
+    max_per_topic: int | None = 100,
+    qids: set | None = None,
+    docids: set | None = None,
+    max_problems: int = 1000,
+) -> list[Problem]:
     path = Path(path)
     problems: list[Problem] = []
     if not path.exists():
@@ -43,9 +50,14 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
     file_tag = None
     with open(path, "rb") as f:
         if f.read(3) == b"\xef\xbb\xbf":  # one cause, not one problem per line of the first topic
-            return [Problem(1, f"{path} starts with a UTF-8 byte order mark (BOM), which makes the first topic id "
-                               f"'\\ufeff<qid>'. Fix: save the file as UTF-8 without BOM (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' "
-                               f"{path.name})")]
+            return [
+                Problem(
+                    1,
+                    f"{path} starts with a UTF-8 byte order mark (BOM), which makes the first topic id "
+                    f"'\\ufeff<qid>'. Fix: save the file as UTF-8 without BOM (e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' "
+                    f"{path.name})",
+                )
+            ]
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if len(problems) >= max_problems:
@@ -75,16 +87,23 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
                 continue
             expected_rank = per_topic.get(qid, 0) + 1
             if rank != expected_rank:
-                problems.append(Problem(n, f"rank {rank} for topic {qid!r}: ranks must run 1..n in file order, "
-                                           f"expected {expected_rank}"))
+                problems.append(
+                    Problem(
+                        n, f"rank {rank} for topic {qid!r}: ranks must run 1..n in file order, expected {expected_rank}"
+                    )
+                )
             if file_tag is None:
                 file_tag = run_tag
                 if tag is not None and run_tag != tag:
                     problems.append(Problem(n, f"tag {run_tag!r} differs from the expected tag {tag!r}"))
             elif run_tag != file_tag:
-                problems.append(Problem(n, f"tag {run_tag!r} differs from the file's tag {file_tag!r} (line 1 of the run)"))
+                problems.append(
+                    Problem(n, f"tag {run_tag!r} differs from the file's tag {file_tag!r} (line 1 of the run)")
+                )
             if (qid, docid) in seen:
-                problems.append(Problem(n, f"duplicate document {docid!r} for topic {qid!r} (first at line {seen[(qid, docid)]})"))
+                problems.append(
+                    Problem(n, f"duplicate document {docid!r} for topic {qid!r} (first at line {seen[(qid, docid)]})")
+                )
             else:
                 seen[(qid, docid)] = n
             per_topic[qid] = per_topic.get(qid, 0) + 1
@@ -93,8 +112,13 @@ def validate(path: str | Path, tag: str | None = None, max_per_topic: int | None
             if qid in last:
                 prank, pscore, pline = last[qid]
                 if score > pscore:
-                    problems.append(Problem(n, f"ranks disagree with scores: rank {rank} has score {score} > {pscore} "
-                                               f"at rank {prank} (line {pline}) for topic {qid!r}"))
+                    problems.append(
+                        Problem(
+                            n,
+                            f"ranks disagree with scores: rank {rank} has score {score} > {pscore} "
+                            f"at rank {prank} (line {pline}) for topic {qid!r}",
+                        )
+                    )
             last[qid] = (rank, score, n)
             if qids is not None and qid not in qids:
                 problems.append(Problem(n, f"unknown topic {qid!r} (not a query of the dataset)"))
@@ -117,8 +141,9 @@ def main(argv=None) -> int:
     ap.add_argument("run")
     ap.add_argument("--tag", default=None)
     ap.add_argument("--max-per-topic", type=int, default=100)
-    ap.add_argument("--dataset", choices=["local", "beir", "mini"], default=None,
-                    help="check qids and docids against this dataset")
+    ap.add_argument(
+        "--dataset", choices=["local", "beir", "mini"], default=None, help="check qids and docids against this dataset"
+    )
     ap.add_argument("--path", default=None, help="dataset folder for --dataset local|beir")
     ap.add_argument("--strict", action="store_true", help="topics of the dataset missing from the run are errors")
     a = ap.parse_args(argv)
@@ -148,7 +173,9 @@ def check(a) -> tuple[list[Problem], list[str]]:
     if qids is not None and Path(a.run).is_file():
         missing = missing_topics(a.run, qids)
         if missing:
-            warnings.append(f"{len(missing)} of the dataset's {len(qids)} topics are not in the run, e.g. {missing[:5]}")
+            warnings.append(
+                f"{len(missing)} of the dataset's {len(qids)} topics are not in the run, e.g. {missing[:5]}"
+            )
     return problems, warnings
 
 

@@ -1,4 +1,5 @@
 """Shared fixtures: every test writes its own data and artifacts under a temporary folder."""
+
 from __future__ import annotations
 
 import signal
@@ -13,8 +14,18 @@ CONF = ROOT / "conf"
 SHARED_CACM = ROOT.parent / "shared" / "data" / "cacm-xdom"
 
 # A small synthetic set: the same generator as the default, sized for tests.
-TINY = {"n_docs": 120, "n_queries": 12, "n_domains": 3, "topics_per_domain": 3, "n_concepts": 4,
-        "in_per_query": 4, "out_per_query": 2, "description_words": [60, 120], "second_code_rate": 0.1, "seed": 7}
+TINY = {
+    "n_docs": 120,
+    "n_queries": 12,
+    "n_domains": 3,
+    "topics_per_domain": 3,
+    "n_concepts": 4,
+    "in_per_query": 4,
+    "out_per_query": 2,
+    "description_words": [60, 120],
+    "second_code_rate": 0.1,
+    "seed": 7,
+}
 
 
 def tiny_overrides() -> list[str]:

@@ -1,6 +1,7 @@
 """Keys see what determines an artifact: software versions, stage versions, and each part of the
 dataset separately. Everything here plans (``plan=True``): keys are computed, nothing is built,
 except the garbage-collection test, which builds one small experiment."""
+
 from __future__ import annotations
 
 import shutil
@@ -32,6 +33,7 @@ def changed(before, after):
 
 def downstream(nodes, hit) -> set[int]:
     """Positions of the nodes that are ``hit`` or have an ancestor that is: what must rebuild."""
+
     def reaches(n):
         return hit(n) or any(reaches(p) for p in n.parents)
 
@@ -53,8 +55,17 @@ def _edit(path, fn):
 
 def test_every_node_has_a_stage_version(cfg_factory, folder):
     nodes = plan(cfg_factory, folder)
-    assert {n.kind for n in nodes} == {"units", "lucene", "embeddings", "faiss", "unit_run", "family_run",
-                                       "fused_run", "reranked_run", "scores"}
+    assert {n.kind for n in nodes} == {
+        "units",
+        "lucene",
+        "embeddings",
+        "faiss",
+        "unit_run",
+        "family_run",
+        "fused_run",
+        "reranked_run",
+        "scores",
+    }
     assert all("stage" in n.env for n in nodes)
 
 
@@ -67,7 +78,9 @@ def test_a_qrels_edit_rebuilds_only_scores(cfg_factory, folder):
 
 def test_a_query_edit_rebuilds_runs_not_units_indexes_or_embeddings(cfg_factory, folder):
     before = plan(cfg_factory, folder)
-    _edit(folder / "queries.parquet", lambda df: df.__setitem__("title_en", df["title_en"].where(df.index != 0, "edited")))
+    _edit(
+        folder / "queries.parquet", lambda df: df.__setitem__("title_en", df["title_en"].where(df.index != 0, "edited"))
+    )
     after = plan(cfg_factory, folder)
     got = changed(before, after)
     assert got == downstream(before, lambda n: n.kind == "unit_run")
@@ -106,6 +119,7 @@ def test_a_version_bump_rebuilds_exactly_what_it_should(cfg_factory, folder, mon
 
         def hit(n):
             return n.kind == "scores"
+
     after = plan(cfg_factory, folder)
     got = changed(before, after)
     assert got == downstream(before, hit)
@@ -140,8 +154,14 @@ def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
     import os
 
     env_vars = {**os.environ, "HARNESS_ROOT": str(tmp_path)}
-    run = [sys.executable, "-m", "harness.run", "+experiment=doc_bm25", "dataset.params.n_docs=80",
-           "dataset.params.n_queries=8"]
+    run = [
+        sys.executable,
+        "-m",
+        "harness.run",
+        "+experiment=doc_bm25",
+        "dataset.params.n_docs=80",
+        "dataset.params.n_queries=8",
+    ]
     assert subprocess.run(run, env=env_vars, capture_output=True).returncode == 0
     gc = [sys.executable, "-m", "harness.store", "gc"]
     out = subprocess.run([*gc, "--dry-run"], env=env_vars, capture_output=True, text=True)
@@ -149,16 +169,32 @@ def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
     # An "upgrade" of the scorer: the old scores are unreachable, everything else is reused.
     stale = {p.name for p in (tmp_path / "runs" / "scores").iterdir() if p.is_dir()}
     code = "import harness.env as e, runpy, sys; e.version = lambda d, v=e.version: '99.0' if d == 'ir-measures' else v(d); "
-    out = subprocess.run([sys.executable, "-c", code + "sys.argv = ['gc', 'gc', '--dry-run']; "
-                          "runpy.run_module('harness.store', run_name='__main__')"], env=env_vars, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code + "sys.argv = ['gc', 'gc', '--dry-run']; runpy.run_module('harness.store', run_name='__main__')",
+        ],
+        env=env_vars,
+        capture_output=True,
+        text=True,
+    )
     lines = out.stdout.splitlines()
-    assert out.returncode == 0 and lines[-1].startswith("1 artifact(s)") and "dry run" in lines[-1], out.stdout + out.stderr
+    assert out.returncode == 0 and lines[-1].startswith("1 artifact(s)") and "dry run" in lines[-1], (
+        out.stdout + out.stderr
+    )
     assert lines[0].split()[:2] == ["scores", stale.pop()] and "KiB" in lines[0]
     assert (tmp_path / "runs" / "scores" / lines[0].split()[1]).is_dir()  # a dry run deletes nothing
-    out = subprocess.run([sys.executable, "-c", code + "sys.argv = ['gc', 'gc']; "
-                          "runpy.run_module('harness.store', run_name='__main__')"], env=env_vars, capture_output=True,
-                         text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            code + "sys.argv = ['gc', 'gc']; runpy.run_module('harness.store', run_name='__main__')",
+        ],
+        env=env_vars,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0 and "deleted" in out.stdout.splitlines()[-1], out.stdout + out.stderr
     assert not (tmp_path / "runs" / "scores" / lines[0].split()[1]).exists()
     assert any((tmp_path / "runs" / "unit_run").iterdir())

@@ -5,6 +5,7 @@ All rows share one artifact root that holds a finished reference experiment; aft
 experiment must be reused unchanged (nothing rebuilt, the same bytes), so no bad input can damage
 what was computed before it.
 """
+
 from __future__ import annotations
 
 import json
@@ -95,17 +96,20 @@ def edit(file: str, fn: Callable[[pd.DataFrame], pd.DataFrame]):
     def mutate(folder: Path) -> None:
         p = folder / file
         fn(pd.read_parquet(p)).to_parquet(p, index=False)
+
     return mutate
 
 
 def codes_as(fmt: Callable[[list], str], drop_domain: bool = True):
     """IPC3 lists rewritten as strings in queries and corpus; without domain_rel, IN/OUT comes
     from the codes alone, so a wrong parse would change IN/OUT scores."""
+
     def mutate(folder: Path) -> None:
         for f in ("queries.parquet", "corpus.parquet"):
             edit(f, lambda t: t.assign(**{S.IPC3: [fmt(list(c)) for c in t[S.IPC3]]}))(folder)
         if drop_domain:
             edit("qrels_all.parquet", lambda t: t.drop(columns=[S.DOMAIN]))(folder)
+
     return mutate
 
 
@@ -119,12 +123,22 @@ def set_row(file: str, col: str, value, row: int = 0):
         t[col] = t[col].astype(object)
         t.at[t.index[row], col] = value
         return t
+
     return edit(file, fn)
 
 
 def unknown_doc(folder: Path) -> None:
-    edit("qrels_all.parquet", lambda t: pd.concat([t, pd.DataFrame([{
-        S.QUERY_ID: t[S.QUERY_ID].iloc[0], S.DOC_ID: "GHOST-1", S.RELEVANCE: 1, S.DOMAIN: "OUT"}])]))(folder)
+    edit(
+        "qrels_all.parquet",
+        lambda t: pd.concat(
+            [
+                t,
+                pd.DataFrame(
+                    [{S.QUERY_ID: t[S.QUERY_ID].iloc[0], S.DOC_ID: "GHOST-1", S.RELEVANCE: 1, S.DOMAIN: "OUT"}]
+                ),
+            ]
+        ),
+    )(folder)
 
 
 def queries_in_corpus(folder: Path) -> None:
@@ -172,11 +186,11 @@ class Row:
     id: str
     mutate: Callable[[Path], None] | None = None
     overrides: tuple = ()
-    error: tuple | None = None           # (exception type, regex the message must match)
-    same: bool = False                    # the clean data's scores, exactly
-    check: Callable | None = None         # check(row, world, folder) for other documented handling
-    logs: str | None = None               # a warning that must be logged
-    fix: bool = True                      # the error names a fix
+    error: tuple | None = None  # (exception type, regex the message must match)
+    same: bool = False  # the clean data's scores, exactly
+    check: Callable | None = None  # check(row, world, folder) for other documented handling
+    logs: str | None = None  # a warning that must be logged
+    fix: bool = True  # the error names a fix
 
 
 def graded_equals_integer(row, world, folder):
@@ -201,27 +215,42 @@ def self_hits_kept(row, world, folder):
 def unknown_kept(row, world, folder):
     """The ghost document counts as relevant but unretrievable: trec_eval's answer on the same files."""
     qrels = pd.read_parquet(folder / "qrels_all.parquet")
-    qrels = qrels[qrels[S.RELEVANCE] > 0].rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id",
-                                                           S.RELEVANCE: "relevance"})
-    run_file = pd.read_csv(row["run_file"], sep=" ", header=None, names=["query_id", "q0", "doc_id", "r", "score", "t"],
-                           dtype={"query_id": str, "doc_id": str})
+    qrels = qrels[qrels[S.RELEVANCE] > 0].rename(
+        columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"}
+    )
+    run_file = pd.read_csv(
+        row["run_file"],
+        sep=" ",
+        header=None,
+        names=["query_id", "q0", "doc_id", "r", "score", "t"],
+        dtype={"query_id": str, "doc_id": str},
+    )
     want = ir_measures.calc_aggregate([ir_measures.R @ 100], qrels[["query_id", "doc_id", "relevance"]], run_file)
     assert row["R@100/ALL"] == pytest.approx(want[ir_measures.R @ 100], abs=1e-9)
     assert row["R@100/ALL"] < world.ref["R@100/ALL"]
-    same_scores({**scores(row), "R@100/ALL": 0, "nDCG@100/ALL": 0, "R@100/OUT": 0, "nDCG@100/OUT": 0},
-                {**scores(world.ref), "R@100/ALL": 0, "nDCG@100/ALL": 0, "R@100/OUT": 0, "nDCG@100/OUT": 0})
+    same_scores(
+        {**scores(row), "R@100/ALL": 0, "nDCG@100/ALL": 0, "R@100/OUT": 0, "nDCG@100/OUT": 0},
+        {**scores(world.ref), "R@100/ALL": 0, "nDCG@100/ALL": 0, "R@100/OUT": 0, "nDCG@100/OUT": 0},
+    )
 
 
 def measure_equals_ir_measures(name):
     def check(row, world, folder):
         qrels = pd.read_parquet(world.clean / "qrels_all.parquet").rename(
-            columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"})
+            columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"}
+        )
         # every judged row (the sampled negatives too), for the queries that have a positive
         qrels = qrels[qrels["query_id"].isin(set(qrels.loc[qrels["relevance"] > 0, "query_id"]))]
-        run_file = pd.read_csv(row["run_file"], sep=" ", header=None,
-                               names=["query_id", "q0", "doc_id", "r", "score", "t"], dtype={"query_id": str, "doc_id": str})
+        run_file = pd.read_csv(
+            row["run_file"],
+            sep=" ",
+            header=None,
+            names=["query_id", "q0", "doc_id", "r", "score", "t"],
+            dtype={"query_id": str, "doc_id": str},
+        )
         m = ir_measures.parse_measure(name)
         assert row[f"{m}/ALL"] == pytest.approx(ir_measures.calc_aggregate([m], qrels, run_file)[m], abs=1e-9)
+
     return check
 
 
@@ -233,65 +262,151 @@ ROWS = [
     Row("ipc3_semicolons", codes_as(lambda c: ";".join(c)), same=True),
     Row("ipc3_json_string", codes_as(lambda c: json.dumps(c)), same=True),
     Row("ipc3_missing_without_labels", codes_as(lambda c: []), check=only_all, logs="count in ALL only"),
-    Row("domain_rel_lowercase", edit("qrels_all.parquet", lambda t: t.assign(**{S.DOMAIN: t[S.DOMAIN].str.lower()})),
-        same=True),
-    Row("domain_rel_unknown_label", set_row("qrels_all.parquet", S.DOMAIN, "MAYBE"),
-        error=(DataError, r"qrels_all.parquet.*domain_rel.*MAYBE.*Fix")),
+    Row(
+        "domain_rel_lowercase",
+        edit("qrels_all.parquet", lambda t: t.assign(**{S.DOMAIN: t[S.DOMAIN].str.lower()})),
+        same=True,
+    ),
+    Row(
+        "domain_rel_unknown_label",
+        set_row("qrels_all.parquet", S.DOMAIN, "MAYBE"),
+        error=(DataError, r"qrels_all.parquet.*domain_rel.*MAYBE.*Fix"),
+    ),
     # ---- data: relevance grades
     Row("relevance_float_0_9", grades(lambda r: np.where(r > 0, 0.9, 0.0)), same=True),
     Row("relevance_float_0_5", grades(lambda r: np.where(r > 0, 0.5, 0.0)), same=True),
-    Row("relevance_graded_fractions", grades(lambda r: np.where(r > 0, np.where(np.arange(len(r)) % 2 == 0, 0.5, 1.0), 0)),
-        check=graded_equals_integer),
-    Row("qrels_empty", edit("qrels_all.parquet", lambda t: t.iloc[:0]),
-        error=(DataError, r"qrels_all.parquet: no positive judgment.*Fix")),
+    Row(
+        "relevance_graded_fractions",
+        grades(lambda r: np.where(r > 0, np.where(np.arange(len(r)) % 2 == 0, 0.5, 1.0), 0)),
+        check=graded_equals_integer,
+    ),
+    Row(
+        "qrels_empty",
+        edit("qrels_all.parquet", lambda t: t.iloc[:0]),
+        error=(DataError, r"qrels_all.parquet: no positive judgment.*Fix"),
+    ),
     Row("qrels_all_zero", grades(lambda r: r * 0), error=(DataError, r"qrels_all.parquet: no positive judgment")),
-    Row("relevance_infinite", grades(lambda r: np.where(r > 0, np.inf, 0.0)),
-        error=(DataError, r"qrels_all.parquet.*relevance_score.*infinite.*Fix")),
-    Row("relevance_text", edit("qrels_all.parquet", lambda t: t.assign(**{S.RELEVANCE: ["yes"] + t[S.RELEVANCE].astype(str).tolist()[1:]})),
-        error=(DataError, r"qrels_all.parquet.*relevance_score.*non-numeric")),
+    Row(
+        "relevance_infinite",
+        grades(lambda r: np.where(r > 0, np.inf, 0.0)),
+        error=(DataError, r"qrels_all.parquet.*relevance_score.*infinite.*Fix"),
+    ),
+    Row(
+        "relevance_text",
+        edit(
+            "qrels_all.parquet", lambda t: t.assign(**{S.RELEVANCE: ["yes"] + t[S.RELEVANCE].astype(str).tolist()[1:]})
+        ),
+        error=(DataError, r"qrels_all.parquet.*relevance_score.*non-numeric"),
+    ),
     # ---- data: ids
-    Row("query_id_with_space", set_row("queries.parquet", S.QUERY_ID, "Q 1"),
-        error=(DataError, r"queries.parquet.*'query_id'.*white space.*'Q 1'.*Fix")),
-    Row("doc_id_with_tab", set_row("corpus.parquet", S.DOC_ID, "D\t1"),
-        error=(DataError, r"corpus.parquet.*'relevant_id'.*white space.*Fix")),
-    Row("qrels_id_with_space", set_row("qrels_all.parquet", S.DOC_ID, "MINI D1"),
-        error=(DataError, r"qrels_all.parquet.*'relevant_id'.*white space.*Fix")),
-    Row("empty_doc_id", set_row("corpus.parquet", S.DOC_ID, ""), error=(DataError, r"corpus.parquet.*empty or contain")),
-    Row("duplicate_doc_id", edit("corpus.parquet", lambda t: pd.concat([t, t.iloc[:1]])),
-        error=(DataError, r"corpus.parquet.*duplicate.*Fix")),
+    Row(
+        "query_id_with_space",
+        set_row("queries.parquet", S.QUERY_ID, "Q 1"),
+        error=(DataError, r"queries.parquet.*'query_id'.*white space.*'Q 1'.*Fix"),
+    ),
+    Row(
+        "doc_id_with_tab",
+        set_row("corpus.parquet", S.DOC_ID, "D\t1"),
+        error=(DataError, r"corpus.parquet.*'relevant_id'.*white space.*Fix"),
+    ),
+    Row(
+        "qrels_id_with_space",
+        set_row("qrels_all.parquet", S.DOC_ID, "MINI D1"),
+        error=(DataError, r"qrels_all.parquet.*'relevant_id'.*white space.*Fix"),
+    ),
+    Row(
+        "empty_doc_id", set_row("corpus.parquet", S.DOC_ID, ""), error=(DataError, r"corpus.parquet.*empty or contain")
+    ),
+    Row(
+        "duplicate_doc_id",
+        edit("corpus.parquet", lambda t: pd.concat([t, t.iloc[:1]])),
+        error=(DataError, r"corpus.parquet.*duplicate.*Fix"),
+    ),
     Row("missing_doc_id", set_row("corpus.parquet", S.DOC_ID, None), error=(DataError, r"corpus.parquet.*missing id")),
-    Row("passage_separator_in_id", set_row("corpus.parquet", S.DOC_ID, "D#1"), error=(DataError, r"corpus.parquet.*'#'")),
-    Row("qrels_unknown_query", edit("qrels_all.parquet", lambda t: pd.concat([t, pd.DataFrame([{
-        S.QUERY_ID: "NOPE", S.DOC_ID: t[S.DOC_ID].iloc[0], S.RELEVANCE: 1, S.DOMAIN: "IN"}])])),
-        error=(DataError, r"qrels_all.parquet.*query id.*NOPE.*Fix")),
+    Row(
+        "passage_separator_in_id", set_row("corpus.parquet", S.DOC_ID, "D#1"), error=(DataError, r"corpus.parquet.*'#'")
+    ),
+    Row(
+        "qrels_unknown_query",
+        edit(
+            "qrels_all.parquet",
+            lambda t: pd.concat(
+                [t, pd.DataFrame([{S.QUERY_ID: "NOPE", S.DOC_ID: t[S.DOC_ID].iloc[0], S.RELEVANCE: 1, S.DOMAIN: "IN"}])]
+            ),
+        ),
+        error=(DataError, r"qrels_all.parquet.*query id.*NOPE.*Fix"),
+    ),
     Row("qrels_unknown_doc_keep", unknown_doc, check=unknown_kept, logs="kept as relevant but unretrievable"),
-    Row("qrels_ids_all_unknown", edit("qrels_all.parquet", lambda t: t.assign(**{S.DOC_ID: t[S.DOC_ID] + ".0"})),
-        error=(DataError, r"qrels_all.parquet.*none of the .* positive judgments names a document.*Fix")),
+    Row(
+        "qrels_ids_all_unknown",
+        edit("qrels_all.parquet", lambda t: t.assign(**{S.DOC_ID: t[S.DOC_ID] + ".0"})),
+        error=(DataError, r"qrels_all.parquet.*none of the .* positive judgments names a document.*Fix"),
+    ),
     Row("qrels_unknown_doc_drop", unknown_doc, ("dataset.unknown_ids=drop",), same=True, logs="GHOST-1"),
-    Row("qrels_unknown_doc_error", unknown_doc, ("dataset.unknown_ids=error",),
-        error=(DataError, r"qrels_all.parquet.*'relevant_id'.*GHOST-1.*Fix")),
-    Row("unknown_ids_bad_value", None, ("dataset.unknown_ids=ignore",),
-        error=(HydraException, r"dataset.unknown_ids=ignore.*expected one of \[keep, drop, error\]")),
+    Row(
+        "qrels_unknown_doc_error",
+        unknown_doc,
+        ("dataset.unknown_ids=error",),
+        error=(DataError, r"qrels_all.parquet.*'relevant_id'.*GHOST-1.*Fix"),
+    ),
+    Row(
+        "unknown_ids_bad_value",
+        None,
+        ("dataset.unknown_ids=ignore",),
+        error=(HydraException, r"dataset.unknown_ids=ignore.*expected one of \[keep, drop, error\]"),
+    ),
     Row("query_in_corpus_dropped", queries_in_corpus, check=no_self_hits, logs="also corpus ids"),
     Row("query_in_corpus_kept", queries_in_corpus, ("dataset.drop_self_hits=false",), check=self_hits_kept),
-    Row("drop_self_hits_not_bool", None, ("dataset.drop_self_hits=maybe",),
-        error=(HydraException, r"dataset.drop_self_hits=maybe.*'maybe' is not a valid bool"), fix=False),
+    Row(
+        "drop_self_hits_not_bool",
+        None,
+        ("dataset.drop_self_hits=maybe",),
+        error=(HydraException, r"dataset.drop_self_hits=maybe.*'maybe' is not a valid bool"),
+        fix=False,
+    ),
     # ---- data: files
     Row("text_column_bytes", binary_text, error=(DataError, r"corpus.parquet.*'title_en' holds bytes.*Fix")),
-    Row("text_not_utf8_in_string_column", invalid_utf8_in_string_column,
-        error=(DataError, r"corpus.parquet: column 'title_en' holds text that is not valid UTF-8.*Fix")),
-    Row("corpus_not_parquet", not_parquet("corpus.parquet"), error=(DataError, r"corpus.parquet.*not a readable parquet")),
-    Row("qrels_missing_column", edit("qrels_all.parquet", lambda t: t.drop(columns=[S.RELEVANCE])),
-        error=(DataError, r"qrels_all.parquet.*missing column.*relevance_score")),
-    Row("queries_file_missing", lambda f: (f / "queries.parquet").unlink(), error=(DataError, r"queries.parquet: file not found")),
+    Row(
+        "text_not_utf8_in_string_column",
+        invalid_utf8_in_string_column,
+        error=(DataError, r"corpus.parquet: column 'title_en' holds text that is not valid UTF-8.*Fix"),
+    ),
+    Row(
+        "corpus_not_parquet",
+        not_parquet("corpus.parquet"),
+        error=(DataError, r"corpus.parquet.*not a readable parquet"),
+    ),
+    Row(
+        "qrels_missing_column",
+        edit("qrels_all.parquet", lambda t: t.drop(columns=[S.RELEVANCE])),
+        error=(DataError, r"qrels_all.parquet.*missing column.*relevance_score"),
+    ),
+    Row(
+        "queries_file_missing",
+        lambda f: (f / "queries.parquet").unlink(),
+        error=(DataError, r"queries.parquet: file not found"),
+    ),
     # ---- config
     Row("bm25_k1_negative", None, ("bm25.k1=-1",), error=(ConfigError, r"bm25.k1=-1.*expected a number >= 0")),
-    Row("bm25_k1_text", None, ("bm25.k1=abc",), error=(HydraException, r"bm25.k1=abc.*could not be converted to Float"),
-        fix=False),
-    Row("granularity_unknown", None, ("granularity=paragraph",),
-        error=(HydraException, r"granularity=paragraph.*expected one of \[document, passage\]")),
-    Row("fusion_depth_above_k", None, ("fusion=rrf", "fusion.depth=200"),
-        error=(ConfigError, r"fusion.depth=200 > search.k=100.*Fix")),
+    Row(
+        "bm25_k1_text",
+        None,
+        ("bm25.k1=abc",),
+        error=(HydraException, r"bm25.k1=abc.*could not be converted to Float"),
+        fix=False,
+    ),
+    Row(
+        "granularity_unknown",
+        None,
+        ("granularity=paragraph",),
+        error=(HydraException, r"granularity=paragraph.*expected one of \[document, passage\]"),
+    ),
+    Row(
+        "fusion_depth_above_k",
+        None,
+        ("fusion=rrf", "fusion.depth=200"),
+        error=(ConfigError, r"fusion.depth=200 > search.k=100.*Fix"),
+    ),
     Row("bm25_b_above_one", None, ("bm25.b=1.5",), error=(ConfigError, r"bm25.b=1.5.*between 0.0 and 1.0")),
     Row("metric_unparsable", None, ("metrics=[nDCG@abc]",), error=(ConfigError, r"nDCG@abc.*ir-measures.*Fix")),
     Row("metric_empty_list", None, ("metrics=[]",), error=(ConfigError, r"metrics=\[\].*Fix")),
@@ -302,41 +417,102 @@ ROWS = [
     Row("lock_timeout_negative", None, ("store.lock_timeout=-1",), error=(ConfigError, r"store.lock_timeout=-1.0")),
     Row("gpu_speedup_zero", None, ("cost.gpu_speedup=0",), error=(ConfigError, r"cost.gpu_speedup=0.0")),
     # every setting counts: a key is used or refused, inside fusion runs too; no degenerate value
-    Row("fusion_run_nested", None, ("fusion=rrf", "fusion.runs=[{backend:bm25},{fusion:rrf}]"),
-        error=(ConfigError, r"'fusion' inside a run entry: an input run cannot be a fusion itself.*Fix")),
-    Row("fusion_run_fusion_key", None, ("fusion=rrf", "fusion.runs=[{backend:bm25},{backend:dense,fusion.k:10}]"),
-        error=(ConfigError, r"'fusion.k' inside a run entry.*Fix")),
-    Row("fusion_run_rerank", None, ("fusion=rrf", "fusion.runs=[{backend:bm25,rerank:ipc3_disjoint},{backend:dense}]"),
-        error=(ConfigError, r"'rerank' inside a run entry.*re-ranked on its own.*Fix")),
-    Row("fusion_run_unknown_key", None, ("fusion=rrf", "fusion.runs=[{backend:bm25,bm25.kk:1},{backend:dense}]"),
-        error=(ConfigError, r"fusion.runs: bm25.kk=1")),
-    Row("fusion_run_prf_key_of_other_method", None,
+    Row(
+        "fusion_run_nested",
+        None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25},{fusion:rrf}]"),
+        error=(ConfigError, r"'fusion' inside a run entry: an input run cannot be a fusion itself.*Fix"),
+    ),
+    Row(
+        "fusion_run_fusion_key",
+        None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25},{backend:dense,fusion.k:10}]"),
+        error=(ConfigError, r"'fusion.k' inside a run entry.*Fix"),
+    ),
+    Row(
+        "fusion_run_rerank",
+        None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25,rerank:ipc3_disjoint},{backend:dense}]"),
+        error=(ConfigError, r"'rerank' inside a run entry.*re-ranked on its own.*Fix"),
+    ),
+    Row(
+        "fusion_run_unknown_key",
+        None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25,bm25.kk:1},{backend:dense}]"),
+        error=(ConfigError, r"fusion.runs: bm25.kk=1"),
+    ),
+    Row(
+        "fusion_run_prf_key_of_other_method",
+        None,
         ("fusion=rrf", "fusion.runs=[{backend:bm25,prf.alpha:2,prf:rm3},{backend:dense}]"),
-        error=(ConfigError, r"prf.alpha=2.0: prf=rm3 does not use it")),
-    Row("fusion_weights_all_zero", None, ("fusion=rrf", "fusion.weights=[0,0]"),
-        error=(ConfigError, r"fusion.weights\[\]=\[0.0, 0.0\]: every weight is 0.*Fix")),
-    Row("fusion_run_weights_all_zero", None, ("fusion=rrf", "fusion.runs=[{backend:bm25,weight:0},{backend:dense,weight:0}]"),
-        error=(ConfigError, r"every weight is 0")),
-    Row("bm25_rocchio_alpha_beta_zero", None, ("prf=rocchio", "prf.alpha=0", "prf.beta=0"),
-        error=(ConfigError, r"prf.alpha=0 and prf.beta=0: Rocchio's expanded query would be empty.*Fix")),
-    Row("dense_rocchio_alpha_beta_zero", None, ("backend=dense", "dense_prf=rocchio", "dense_prf.alpha=0",
-                                                "dense_prf.beta=0"),
-        error=(ConfigError, r"dense_prf.alpha=0 and dense_prf.beta=0.*Fix")),
-    Row("prf_key_of_other_method", None, ("prf=rm3", "prf.alpha=2"),
-        error=(ConfigError, r"prf.alpha=2.0: prf=rm3 does not use it.*Fix")),
-    Row("rocchio_key_of_rm3", None, ("prf=rocchio", "prf.original_query_weight=0.9"),
-        error=(ConfigError, r"prf.original_query_weight=0.9: prf=rocchio does not use it")),
-    Row("dense_prf_average_alpha", None, ("backend=dense", "dense_prf=average", "dense_prf.alpha=0.9"),
-        error=(ConfigError, r"dense_prf.alpha=0.9: dense_prf=average does not use it")),
-    Row("bm25_prf_on_dense", None, ("backend=dense", "prf=rm3"),
-        error=(ConfigError, r"prf=rm3: a bm25 lever, and this experiment searches with \['dense'\] only.*Fix")),
-    Row("dense_prf_on_bm25", None, ("dense_prf=average",),
-        error=(ConfigError, r"dense_prf=average: a dense lever.*\['bm25'\] only")),
-    Row("dense_prf_on_bm25_only_fusion_runs", None,
+        error=(ConfigError, r"prf.alpha=2.0: prf=rm3 does not use it"),
+    ),
+    Row(
+        "fusion_weights_all_zero",
+        None,
+        ("fusion=rrf", "fusion.weights=[0,0]"),
+        error=(ConfigError, r"fusion.weights\[\]=\[0.0, 0.0\]: every weight is 0.*Fix"),
+    ),
+    Row(
+        "fusion_run_weights_all_zero",
+        None,
+        ("fusion=rrf", "fusion.runs=[{backend:bm25,weight:0},{backend:dense,weight:0}]"),
+        error=(ConfigError, r"every weight is 0"),
+    ),
+    Row(
+        "bm25_rocchio_alpha_beta_zero",
+        None,
+        ("prf=rocchio", "prf.alpha=0", "prf.beta=0"),
+        error=(ConfigError, r"prf.alpha=0 and prf.beta=0: Rocchio's expanded query would be empty.*Fix"),
+    ),
+    Row(
+        "dense_rocchio_alpha_beta_zero",
+        None,
+        ("backend=dense", "dense_prf=rocchio", "dense_prf.alpha=0", "dense_prf.beta=0"),
+        error=(ConfigError, r"dense_prf.alpha=0 and dense_prf.beta=0.*Fix"),
+    ),
+    Row(
+        "prf_key_of_other_method",
+        None,
+        ("prf=rm3", "prf.alpha=2"),
+        error=(ConfigError, r"prf.alpha=2.0: prf=rm3 does not use it.*Fix"),
+    ),
+    Row(
+        "rocchio_key_of_rm3",
+        None,
+        ("prf=rocchio", "prf.original_query_weight=0.9"),
+        error=(ConfigError, r"prf.original_query_weight=0.9: prf=rocchio does not use it"),
+    ),
+    Row(
+        "dense_prf_average_alpha",
+        None,
+        ("backend=dense", "dense_prf=average", "dense_prf.alpha=0.9"),
+        error=(ConfigError, r"dense_prf.alpha=0.9: dense_prf=average does not use it"),
+    ),
+    Row(
+        "bm25_prf_on_dense",
+        None,
+        ("backend=dense", "prf=rm3"),
+        error=(ConfigError, r"prf=rm3: a bm25 lever, and this experiment searches with \['dense'\] only.*Fix"),
+    ),
+    Row(
+        "dense_prf_on_bm25",
+        None,
+        ("dense_prf=average",),
+        error=(ConfigError, r"dense_prf=average: a dense lever.*\['bm25'\] only"),
+    ),
+    Row(
+        "dense_prf_on_bm25_only_fusion_runs",
+        None,
         ("fusion=rrf", "fusion.runs=[{backend:bm25},{backend:bm25,query_fields:T}]", "dense_prf=average"),
-        error=(ConfigError, r"dense_prf=average: a dense lever")),
-    Row("fractional_grades_err", grades(lambda r: r.astype(float) * 0.5), ("metrics=[nDCG@100,ERR@10]",),
-        error=(ConfigError, r"metrics: ERR@10 depend\(s\) on the grade values.*multiplied by 10.*Fix")),
+        error=(ConfigError, r"dense_prf=average: a dense lever"),
+    ),
+    Row(
+        "fractional_grades_err",
+        grades(lambda r: r.astype(float) * 0.5),
+        ("metrics=[nDCG@100,ERR@10]",),
+        error=(ConfigError, r"metrics: ERR@10 depend\(s\) on the grade values.*multiplied by 10.*Fix"),
+    ),
 ]
 
 
@@ -392,7 +568,7 @@ def truncate(p: Path) -> None:
 def flip_bytes_same_size(p: Path) -> None:
     data = bytearray(p.read_bytes())
     mid = len(data) // 2
-    data[mid:mid + 8] = bytes(255 - b for b in data[mid:mid + 8])
+    data[mid : mid + 8] = bytes(255 - b for b in data[mid : mid + 8])
     p.write_bytes(bytes(data))
 
 
@@ -404,8 +580,10 @@ def remove_runs_below(root: Path, row: dict) -> None:
 
 def damage_segment(root, row):
     index = _artifact(root, row, "lucene") / "index"
-    victim = max((p for p in index.iterdir() if p.is_file() and not p.name.startswith(("segments", "write.lock"))),
-                 key=lambda p: p.stat().st_size)
+    victim = max(
+        (p for p in index.iterdir() if p.is_file() and not p.name.startswith(("segments", "write.lock"))),
+        key=lambda p: p.stat().st_size,
+    )
     victim.unlink()
 
 
@@ -417,18 +595,44 @@ def damage_segments_file_same_size(root, row):
 
 STORE_ROWS = {
     # damage: what is done to the finished artifacts of a second experiment; verify: run with verify=true
-    "unit_run_truncated": (lambda root, row: truncate(_artifact(root, row, "unit_run") / "run.trec")
-                           or shutil.rmtree(_artifact(root, row, "family_run")), False, "has .* bytes"),
-    "family_run_truncated": (lambda root, row: truncate(_artifact(root, row, "family_run") / "run.trec")
-                             or shutil.rmtree(_artifact(root, row, "scores")), False, "has .* bytes"),
-    "scores_file_deleted": (lambda root, row: (_artifact(root, row, "scores") / "per_query.csv").unlink(), False,
-                            "is missing"),
-    "meta_json_garbage": (lambda root, row: (_artifact(root, row, "scores") / "meta.json").write_text("{nope"), False,
-                          "unreadable"),
+    "unit_run_truncated": (
+        lambda root, row: (
+            truncate(_artifact(root, row, "unit_run") / "run.trec") or shutil.rmtree(_artifact(root, row, "family_run"))
+        ),
+        False,
+        "has .* bytes",
+    ),
+    "family_run_truncated": (
+        lambda root, row: (
+            truncate(_artifact(root, row, "family_run") / "run.trec") or shutil.rmtree(_artifact(root, row, "scores"))
+        ),
+        False,
+        "has .* bytes",
+    ),
+    "scores_file_deleted": (
+        lambda root, row: (_artifact(root, row, "scores") / "per_query.csv").unlink(),
+        False,
+        "is missing",
+    ),
+    "meta_json_garbage": (
+        lambda root, row: (_artifact(root, row, "scores") / "meta.json").write_text("{nope"),
+        False,
+        "unreadable",
+    ),
     "lucene_segment_deleted": (damage_segment, False, "is missing"),
-    "lucene_same_size_corruption_verify": (lambda root, row: flip_bytes_same_size(
-        max((p for p in (_artifact(root, row, "lucene") / "index").iterdir() if p.is_file()),
-            key=lambda p: p.stat().st_size)) or remove_runs_below(root, row), True, "another SHA-256"),
+    "lucene_same_size_corruption_verify": (
+        lambda root, row: (
+            flip_bytes_same_size(
+                max(
+                    (p for p in (_artifact(root, row, "lucene") / "index").iterdir() if p.is_file()),
+                    key=lambda p: p.stat().st_size,
+                )
+            )
+            or remove_runs_below(root, row)
+        ),
+        True,
+        "another SHA-256",
+    ),
     "lucene_corrupt_segments_file": (damage_segments_file_same_size, False, "damaged"),
 }
 
@@ -477,19 +681,39 @@ def test_lock_held_by_a_hung_builder_times_out_naming_it(world):
     from harness.experiment import Experiment
     from harness.store import Store
 
-    cfg = make_cfg(world.root, "dataset=local", f"dataset.path={world.clean}", *BASE, "bm25.k1=0.33",
-                   "store.lock_timeout=2", tiny=False)
+    cfg = make_cfg(
+        world.root,
+        "dataset=local",
+        f"dataset.path={world.clean}",
+        *BASE,
+        "bm25.k1=0.33",
+        "store.lock_timeout=2",
+        tiny=False,
+    )
     exp = Experiment(cfg, load_local(world.clean), Store.from_config(cfg), plan=True)
     exp.scores()
     unit = next(n for n in exp.nodes if n.kind == "unit_run")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from filelock import FileLock; from harness.store import Store, Artifact\n"
-        "lock = FileLock(sys.argv[2]); Store(sys.argv[1])._acquire(lock, Artifact('unit_run', {})); print('held', flush=True)\n"
-        "time.sleep(120)"), str(world.root), str(Store.from_config(cfg).path(unit)) + ".lock"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from filelock import FileLock; from harness.store import Store, Artifact\n"
+                "lock = FileLock(sys.argv[2]); Store(sys.argv[1])._acquire(lock, Artifact('unit_run', {})); print('held', flush=True)\n"
+                "time.sleep(120)"
+            ),
+            str(world.root),
+            str(Store.from_config(cfg).path(unit)) + ".lock",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(StoreError, match=rf"timed out after 2s waiting for .*{unit.key}.lock, held by pid {holder.pid}.*kill it"):
+        with pytest.raises(
+            StoreError, match=rf"timed out after 2s waiting for .*{unit.key}.lock, held by pid {holder.pid}.*kill it"
+        ):
             execute(cfg)
     finally:
         holder.kill()
@@ -514,16 +738,27 @@ def test_read_only_root_prints_cached_scores_and_refuses_to_build(world, tmp_pat
     shutil.copytree(world.root, ro)
     as_root = os.geteuid() == 0
     if as_root:
-        made = subprocess.run(["chattr", "-R", "+i", str(ro)], capture_output=True, text=True) \
-            if shutil.which("chattr") else None
+        made = (
+            subprocess.run(["chattr", "-R", "+i", str(ro)], capture_output=True, text=True)
+            if shutil.which("chattr")
+            else None
+        )
         if made is None or made.returncode != 0:
             pytest.skip(f"as root a read-only root needs chattr +i: {made.stderr.strip() if made else 'no chattr'}")
     else:
         for p in [ro, *ro.rglob("*")]:
             p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     try:
-        base = [sys.executable, "-m", "harness.run", f"root={ro}", f"hydra.run.dir={tmp_path / 'hydra'}",
-                "dataset=local", f"dataset.path={world.clean}", *BASE]
+        base = [
+            sys.executable,
+            "-m",
+            "harness.run",
+            f"root={ro}",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+            "dataset=local",
+            f"dataset.path={world.clean}",
+            *BASE,
+        ]
         ok = subprocess.run(base, cwd=ROOT, capture_output=True, text=True)
         assert ok.returncode == 0, ok.stderr[-3000:]
         assert f"{world.ref['nDCG@100/ALL']:.4f}" in ok.stdout
@@ -541,8 +776,10 @@ def test_read_only_root_prints_cached_scores_and_refuses_to_build(world, tmp_pat
 
 # ---------------------------------------------------------------- BEIR files: messages in BEIR's names
 def beir(root: Path, docs=None, queries=None, qrels="query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\t1\n") -> Path:
-    docs = docs or [{"_id": "D1", "title": "pump", "text": "a pump", "ipc3": ["F04"]},
-                    {"_id": "D2", "title": "valve", "text": "a valve", "ipc3": ["F16"]}]
+    docs = docs or [
+        {"_id": "D1", "title": "pump", "text": "a pump", "ipc3": ["F04"]},
+        {"_id": "D2", "title": "valve", "text": "a valve", "ipc3": ["F16"]},
+    ]
     queries = queries or [{"_id": "Q1", "text": "pump valve", "ipc3": ["F04"]}]
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps(x) + "\n" for x in docs))
@@ -552,21 +789,43 @@ def beir(root: Path, docs=None, queries=None, qrels="query-id\tcorpus-id\tscore\
 
 
 def _latin1_corpus(root: Path) -> None:
-    (root / "corpus.jsonl").write_bytes((root / "corpus.jsonl").read_bytes() + '{"_id": "D3", "text": "caf\xe9"}\n'.encode("latin-1"))
+    (root / "corpus.jsonl").write_bytes(
+        (root / "corpus.jsonl").read_bytes() + '{"_id": "D3", "text": "caf\xe9"}\n'.encode("latin-1")
+    )
 
 
 BEIR_ROWS = {
-    "unknown_corpus_id_error": (dict(qrels="query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD9\t1\n"), None,
-                                {"unknown_ids": "error"}, r"test.tsv: column 'corpus-id' names 1 document.*D9.*Fix"),
-    "id_with_space": (dict(docs=[{"_id": "D 1", "title": "pump", "text": "a pump"}]), None, {},
-                      r"corpus.jsonl: column '_id' has 1 id.*white space.*'D 1'"),
-    "qrels_query_id_with_space": (dict(qrels="query-id\tcorpus-id\tscore\nQ 1\tD1\t1\n"), None, {},
-                                  r"test.tsv: column 'query-id' has 1 id.*white space"),
+    "unknown_corpus_id_error": (
+        dict(qrels="query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD9\t1\n"),
+        None,
+        {"unknown_ids": "error"},
+        r"test.tsv: column 'corpus-id' names 1 document.*D9.*Fix",
+    ),
+    "id_with_space": (
+        dict(docs=[{"_id": "D 1", "title": "pump", "text": "a pump"}]),
+        None,
+        {},
+        r"corpus.jsonl: column '_id' has 1 id.*white space.*'D 1'",
+    ),
+    "qrels_query_id_with_space": (
+        dict(qrels="query-id\tcorpus-id\tscore\nQ 1\tD1\t1\n"),
+        None,
+        {},
+        r"test.tsv: column 'query-id' has 1 id.*white space",
+    ),
     "not_utf8": ({}, _latin1_corpus, {}, r"corpus.jsonl:3: not UTF-8 text.*Fix"),
-    "qrels_score_text": (dict(qrels="query-id\tcorpus-id\tscore\nQ1\tD1\tyes\n"), None, {},
-                         r"test.tsv: column 'score' has non-numeric"),
-    "record_not_object": ({}, lambda r: (r / "queries.jsonl").write_text('["Q1", "pump"]\n'), {},
-                          r"queries.jsonl:1: a JSON list, not an object"),
+    "qrels_score_text": (
+        dict(qrels="query-id\tcorpus-id\tscore\nQ1\tD1\tyes\n"),
+        None,
+        {},
+        r"test.tsv: column 'score' has non-numeric",
+    ),
+    "record_not_object": (
+        {},
+        lambda r: (r / "queries.jsonl").write_text('["Q1", "pump"]\n'),
+        {},
+        r"queries.jsonl:1: a JSON list, not an object",
+    ),
 }
 
 
@@ -586,9 +845,16 @@ def test_beir_codes_as_strings_give_the_same_domains(tmp_path, caplog):
     from harness.data import load_beir
 
     lists = load_beir(beir(tmp_path / "a"))
-    strings = load_beir(beir(tmp_path / "b", docs=[{"_id": "D1", "title": "pump", "text": "a pump", "ipc3": "['F04']"},
-                                                   {"_id": "D2", "title": "valve", "text": "a valve", "ipc3": "F16 B65"}],
-                             queries=[{"_id": "Q1", "text": "pump valve", "ipc3": "F04"}]))
+    strings = load_beir(
+        beir(
+            tmp_path / "b",
+            docs=[
+                {"_id": "D1", "title": "pump", "text": "a pump", "ipc3": "['F04']"},
+                {"_id": "D2", "title": "valve", "text": "a valve", "ipc3": "F16 B65"},
+            ],
+            queries=[{"_id": "Q1", "text": "pump valve", "ipc3": "F04"}],
+        )
+    )
     assert strings.positives.equals(lists.positives)
     assert strings.doc_ipc3 == {"D1": ("F04",), "D2": ("B65", "F16")}
     assert "corpus.jsonl: column 'ipc3' holds strings" in caplog.text  # BEIR's field name, not DAPFAM's
@@ -647,8 +913,9 @@ def test_compare_refuses_systems_scored_on_other_judgments(world, tmp_path):
     theirs = run(root, other, "name=half_qrels")
     assert mine["scores_key"] != theirs["scores_key"]
     with pytest.raises(SystemExit, match="different data or judgments.*Fix"):
-        compare_main(["--results", str(root / "runs" / "results.jsonl"), "--baseline", mine["scores_key"],
-                      "half_qrels"])
+        compare_main(
+            ["--results", str(root / "runs" / "results.jsonl"), "--baseline", mine["scores_key"], "half_qrels"]
+        )
 
 
 # ---------------------------------------------------------------- every setting counts (outside the table)
@@ -669,27 +936,40 @@ def test_run_entries_compose_like_a_command_line():
 
 @pytest.mark.parametrize("case", ["prf.fb_terms=5", "rerank.weight=0.2", "dense_prf.k=2"])
 def test_a_key_of_an_unselected_group_is_one_line(case):
-    r = subprocess.run([sys.executable, "-m", "harness.run", "+experiment=doc_bm25", case], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.run", "+experiment=doc_bm25", case],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     group = case.split(".")[0]
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"{group} is not selected" in r.stderr and "Fix: choose it first" in r.stderr
 
 
-@pytest.mark.parametrize("text,pattern", [
-    ("blocks:\n  a:\n    +experiment: doc_bm25\n  a:\n    +experiment: doc_dense\n", r"duplicate key a.*Fix"),
-    ("blocks: [1, 2]\n", r"needs a non-empty 'blocks:' mapping"),
-    ("blocks:\n  a: 3\n", r"block 'a' is 3, not a mapping"),
-    ("blocks:\n  a: {+experiment: doc_bm25\n", r"not a valid sweep file.*Fix"),
-    ("blocks:\n  a: {+experiment: nope}\n", r"Could not find 'experiment/nope'.*Fix"),
-    ("blocks:\n  a: {+experiment: doc_bm25, bm25.kk: 3}\n", r"Could not override 'bm25.kk'.*Fix"),
-    ("blocks:\n  a: {+experiment: doc_bm25, prf.fb_terms: 5}\n", r"prf is not selected.*Fix"),
-])
+@pytest.mark.parametrize(
+    "text,pattern",
+    [
+        ("blocks:\n  a:\n    +experiment: doc_bm25\n  a:\n    +experiment: doc_dense\n", r"duplicate key a.*Fix"),
+        ("blocks: [1, 2]\n", r"needs a non-empty 'blocks:' mapping"),
+        ("blocks:\n  a: 3\n", r"block 'a' is 3, not a mapping"),
+        ("blocks:\n  a: {+experiment: doc_bm25\n", r"not a valid sweep file.*Fix"),
+        ("blocks:\n  a: {+experiment: nope}\n", r"Could not find 'experiment/nope'.*Fix"),
+        ("blocks:\n  a: {+experiment: doc_bm25, bm25.kk: 3}\n", r"Could not override 'bm25.kk'.*Fix"),
+        ("blocks:\n  a: {+experiment: doc_bm25, prf.fb_terms: 5}\n", r"prf is not selected.*Fix"),
+    ],
+)
 def test_a_bad_sweep_file_is_one_line(tmp_path, text, pattern):
     f = tmp_path / "bad.yaml"
     f.write_text(text)
-    r = subprocess.run([sys.executable, "-m", "harness.sweep", f"sweep={f}", f"root={tmp_path}", "list=true"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.sweep", f"sweep={f}", f"root={tmp_path}", "list=true"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     last = [line for line in r.stderr.splitlines() if line.strip() and not line.startswith("[")]
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert last and re.search(pattern, last[-1]), r.stderr[-2000:]
@@ -699,8 +979,10 @@ def test_compare_and_select_refuse_meaningless_arguments(world, tmp_path, capsys
     from harness import compare, select
 
     res = str(world.root / "runs" / "results.jsonl")
-    for argv, pattern in [(["--alpha", "5", "--baseline", "doc_bm25", "x"], r"--alpha 5.0: expected .* between 0 and 1"),
-                          (["--baseline", "doc_bm25", "doc_bm25"], r"only the baseline 'doc_bm25' was named")]:
+    for argv, pattern in [
+        (["--alpha", "5", "--baseline", "doc_bm25", "x"], r"--alpha 5.0: expected .* between 0 and 1"),
+        (["--baseline", "doc_bm25", "doc_bm25"], r"only the baseline 'doc_bm25' was named"),
+    ]:
         with pytest.raises(SystemExit) as e:
             compare.main(["--results", res, *argv])
         assert e.value.code == 2 and re.search(pattern, capsys.readouterr().err)
@@ -741,13 +1023,29 @@ def test_a_full_disk_is_one_line_and_commits_nothing(tmp_path, tiny_folder):
     try:
         free = shutil.disk_usage(disk).free
         (disk / "filler").write_bytes(b"\0" * (free - 96 * 1024))
-        r = subprocess.run([sys.executable, "-m", "harness.run", "+experiment=doc_bm25", "dataset=local",
-                            f"dataset.path={tiny_folder}", "target_fields=FULL", f"root={disk}"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "harness.run",
+                "+experiment=doc_bm25",
+                "dataset=local",
+                f"dataset.path={tiny_folder}",
+                "target_fields=FULL",
+                f"root={disk}",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         out = r.stdout + r.stderr  # Hydra logs to stdout; Anserini prints its own Java stack trace to stderr
         assert r.returncode == 2 and "Traceback" not in out, out[-3000:]
-        assert re.search(r"no space left on the device while building .* free now\). Nothing was committed. Fix: free "
-                         r"more than", out), out[-3000:]
+        assert re.search(
+            r"no space left on the device while building .* free now\). Nothing was committed. Fix: free "
+            r"more than",
+            out,
+        ), out[-3000:]
         assert not list(disk.rglob("meta.json")) or all((p.parent / "meta.json").exists() for p in disk.rglob("*.tmp"))
         assert not list(disk.rglob(".*.tmp")), "a temporary build folder was left behind"
     finally:

@@ -1,4 +1,5 @@
 """Significance tests against direct scipy/statsmodels computations, and submission packaging."""
+
 import json
 
 import numpy as np
@@ -11,15 +12,20 @@ from harness.compare import compare, per_query_by_domain
 
 
 def table(values, subset="ALL", measure="nDCG@100"):
-    return pd.DataFrame({"subset": subset, "query_id": [f"q{i}" for i in range(len(values))], "measure": measure,
-                         "value": values})
+    return pd.DataFrame(
+        {"subset": subset, "query_id": [f"q{i}" for i in range(len(values))], "measure": measure, "value": values}
+    )
 
 
 def test_p_values_and_holm_match_scipy():
     rng = np.random.default_rng(0)
     base = rng.random(40)
-    systems = {"base": base, "a": base + rng.normal(0.05, 0.1, 40), "b": base + rng.normal(0.0, 0.1, 40),
-               "c": base + rng.normal(0.1, 0.05, 40)}
+    systems = {
+        "base": base,
+        "a": base + rng.normal(0.05, 0.1, 40),
+        "b": base + rng.normal(0.0, 0.1, 40),
+        "c": base + rng.normal(0.1, 0.05, 40),
+    }
     pq = {k: pd.concat([table(v), table(v[:30] * 0.5, subset="OUT")]) for k, v in systems.items()}
     out = compare(pq, "base").set_index(["system", "subset"])
     for subset, sl in (("ALL", slice(None)), ("OUT", slice(0, 30))):
@@ -59,8 +65,20 @@ def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     base = ["dataset=local", f"dataset.path={SHARED_CACM}", "query_fields=TA", "target_fields=TA"]
     for exp in ("doc_bm25", "doc_dense"):
         execute(make_cfg(tmp_path, f"+experiment={exp}", *base, tiny=False))
-    assert main(["--baseline", "doc_bm25", "doc_dense", "--results", str(tmp_path / "runs/results.jsonl"),
-                 "--out", str(tmp_path / "cmp")]) == 0
+    assert (
+        main(
+            [
+                "--baseline",
+                "doc_bm25",
+                "doc_dense",
+                "--results",
+                str(tmp_path / "runs/results.jsonl"),
+                "--out",
+                str(tmp_path / "cmp"),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "p_t_holm" in printed and "OUT" in printed
     pq = pd.read_csv(tmp_path / "cmp" / "per_query.csv", dtype={"query_id": str})
@@ -106,7 +124,10 @@ def test_tags_differ_with_k1_and_submit_refuses_one_tag_twice(cfg_factory, tmp_p
     from harness.runs import read_trec
     from harness.submit import package
 
-    rows = [execute(cfg_factory("+experiment=doc_bm25", f"bm25.k1={k1}", f"name=bm25_{i}")) for i, k1 in enumerate((0.9, 1.2))]
+    rows = [
+        execute(cfg_factory("+experiment=doc_bm25", f"bm25.k1={k1}", f"name=bm25_{i}"))
+        for i, k1 in enumerate((0.9, 1.2))
+    ]
     tags = [open(r["run_file"]).readline().split()[5] for r in rows]
     assert tags[0] != tags[1] and tags == [r["tag"] for r in rows]
     results = Path(rows[0]["config"]["root"]) / "runs" / "results.jsonl"

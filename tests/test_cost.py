@@ -1,5 +1,6 @@
 """The cost estimate's arithmetic (harness.cost): interpolation between calibration points, the
 build path a BM25 index takes, and the calibrated range it prints. Pure functions, no timing."""
+
 import math
 
 import pytest
@@ -10,14 +11,42 @@ from harness.store import Artifact
 
 def _points():
     # seconds grow with size; the two points calibrated near the target (4e6, 4e7) carry the curve beyond
-    return [{"chars": 1e6, "streamed_s": 1.0, "index_file_s": 0.5, "passaging_s": 0.2, "search_s_per_term": 1e-4,
-             "search_fixed_s": 0.0},
-            {"chars": 4e6, "streamed_s": 2.5, "index_file_s": 1.0, "passaging_s": 0.5, "search_s_per_term": 0.9e-4,
-             "search_fixed_s": 0.0, "near_target": True},
-            {"chars": 1e7, "streamed_s": 5.0, "index_file_s": 2.0, "passaging_s": 1.0, "search_s_per_term": 2e-4,
-             "search_fixed_s": 0.0},
-            {"chars": 4e7, "streamed_s": 17.0, "index_file_s": 8.0, "passaging_s": 4.0, "search_s_per_term": 5e-4,
-             "search_fixed_s": 0.0, "near_target": True}]
+    return [
+        {
+            "chars": 1e6,
+            "streamed_s": 1.0,
+            "index_file_s": 0.5,
+            "passaging_s": 0.2,
+            "search_s_per_term": 1e-4,
+            "search_fixed_s": 0.0,
+        },
+        {
+            "chars": 4e6,
+            "streamed_s": 2.5,
+            "index_file_s": 1.0,
+            "passaging_s": 0.5,
+            "search_s_per_term": 0.9e-4,
+            "search_fixed_s": 0.0,
+            "near_target": True,
+        },
+        {
+            "chars": 1e7,
+            "streamed_s": 5.0,
+            "index_file_s": 2.0,
+            "passaging_s": 1.0,
+            "search_s_per_term": 2e-4,
+            "search_fixed_s": 0.0,
+        },
+        {
+            "chars": 4e7,
+            "streamed_s": 17.0,
+            "index_file_s": 8.0,
+            "passaging_s": 4.0,
+            "search_s_per_term": 5e-4,
+            "search_fixed_s": 0.0,
+            "near_target": True,
+        },
+    ]
 
 
 def test_interpolates_inside_and_extrapolates_along_the_near_target_points():
@@ -33,8 +62,9 @@ def test_interpolates_inside_and_extrapolates_along_the_near_target_points():
 
 
 def _nodes():
-    units = Artifact("units", {"view": "FULL", "granularity": "passage", "tokenizer": "words", "length": 512,
-                               "stride": 512}, ())
+    units = Artifact(
+        "units", {"view": "FULL", "granularity": "passage", "tokenizer": "words", "length": 512, "stride": 512}, ()
+    )
     plain = Artifact("lucene", {"analyzer": "default"}, (units,))
     prf = Artifact("lucene", {"analyzer": "default", "docvectors": True}, (units,))
     return units, plain, prf

@@ -1,4 +1,5 @@
 """Data layer: local DAPFAM folders, BEIR folders, mini, qrels subsets, views, exports, errors."""
+
 import json
 
 import pandas as pd
@@ -38,15 +39,27 @@ def small(tmp_path):
         tmp_path / "small",
         [q("Q1", ["A61"]), q("Q2", ["G06", "H04"])],
         [d("D1", ["A61"]), d("D2", ["B65"]), d("D3", ["H04", "F16"]), d("D4", ["G06"])],
-        [r("Q1", "D1", 1, "IN"), r("Q1", "D2", 1, "OUT"), r("Q1", "D4", 0, "NC"), r("Q2", "D3", 1, "IN"),
-         r("Q2", "D4", 2, "IN")],
+        [
+            r("Q1", "D1", 1, "IN"),
+            r("Q1", "D2", 1, "OUT"),
+            r("Q1", "D4", 0, "NC"),
+            r("Q2", "D3", 1, "IN"),
+            r("Q2", "D4", 2, "IN"),
+        ],
     )
 
 
 def test_local_folder_in_hub_format(small):
     ds = load_local(small)
-    assert ds.summary() == {"dataset": "local", "queries": 2, "documents": 4, "positive_pairs": 4, "in_pairs": 3,
-                                 "out_pairs": 1, "domain_disagreements": 0}
+    assert ds.summary() == {
+        "dataset": "local",
+        "queries": 2,
+        "documents": 4,
+        "positive_pairs": 4,
+        "in_pairs": 3,
+        "out_pairs": 1,
+        "domain_disagreements": 0,
+    }
     assert set(ds.qrels("ALL").doc_id) == {"D1", "D2", "D3", "D4"} and "D4" in set(ds.qrels("IN").doc_id)
     # NC rows are negatives: never in a subset; a query without OUT positives is absent from OUT
     assert not ((ds.qrels("ALL").query_id == "Q1") & (ds.qrels("ALL").doc_id == "D4")).any()
@@ -55,8 +68,12 @@ def test_local_folder_in_hub_format(small):
 
 
 def test_domain_disagreement_reported_and_configurable(tmp_path, caplog):
-    path = hub_folder(tmp_path / "dis", [q("Q1", ["A61"])], [d("D1", ["A61"]), d("D2", ["B65"])],
-                      [r("Q1", "D1", 1, "OUT"), r("Q1", "D2", 1, "OUT")])
+    path = hub_folder(
+        tmp_path / "dis",
+        [q("Q1", ["A61"])],
+        [d("D1", ["A61"]), d("D2", ["B65"])],
+        [r("Q1", "D1", 1, "OUT"), r("Q1", "D2", 1, "OUT")],
+    )
     ds = load_local(path)
     assert ds.domain_check.disagreements == 1
     assert ds.domain_check.examples[0][S.DOC_ID] == "D1"
@@ -78,8 +95,9 @@ def test_missing_required_column_names_file_and_column(small, which, column):
     assert f.name in str(e.value) and column in str(e.value) and "Fix" in str(e.value)
 
 
-@pytest.mark.parametrize("which,column,what", [("queries", S.TITLE, "query_fields=T"),
-                                               ("corpus", S.IPC3, "rerank=ipc3_disjoint")])
+@pytest.mark.parametrize(
+    "which,column,what", [("queries", S.TITLE, "query_fields=T"), ("corpus", S.IPC3, "rerank=ipc3_disjoint")]
+)
 def test_missing_optional_column_loads_and_its_feature_names_file_and_column(small, which, column, what):
     f = small / FILES[which]
     pd.read_parquet(f).drop(columns=[column]).to_parquet(f, index=False)
@@ -119,7 +137,11 @@ def test_qrels_naming_unknown_ids(small, row, column):
     pd.concat([pd.read_parquet(f), pd.DataFrame([row])]).to_parquet(f, index=False)
     with pytest.raises(DataError) as e:
         load_local(small, unknown_ids="error")  # unknown documents are kept by default (trec_eval's way)
-    assert "qrels_all.parquet" in str(e.value) and repr(column) in str(e.value) and ("Q9" in str(e.value) or "D9" in str(e.value))
+    assert (
+        "qrels_all.parquet" in str(e.value)
+        and repr(column) in str(e.value)
+        and ("Q9" in str(e.value) or "D9" in str(e.value))
+    )
 
 
 def test_non_numeric_relevance(small):
@@ -176,7 +198,10 @@ def test_mini_is_deterministic_and_dapfam_like():
     # IN/OUT of the generator is exactly IPC3 overlap
     qc = dict(zip(big_q[S.QUERY_ID], big_q[S.IPC3]))
     dc = dict(zip(big_c[S.DOC_ID], big_c[S.IPC3]))
-    assert all(bool(set(qc[a]) & set(dc[b])) == (dom == "IN") for a, b, dom in zip(pos[S.QUERY_ID], pos[S.DOC_ID], pos[S.DOMAIN]))
+    assert all(
+        bool(set(qc[a]) & set(dc[b])) == (dom == "IN")
+        for a, b, dom in zip(pos[S.QUERY_ID], pos[S.DOC_ID], pos[S.DOMAIN])
+    )
     # long descriptions: passages matter
     assert big_c[S.DESCRIPTION].str.split().str.len().min() >= 100
 
@@ -193,7 +218,9 @@ def test_trec_exports_roundtrip_through_ir_measures(tmp_path, small):
     for s in ("ALL", "IN", "OUT"):
         p = write_trec_qrels(ds.qrels(s), tmp_path / f"qrels.{s}.txt")
         back = pd.DataFrame(ir_measures.read_trec_qrels(str(p)))
-        assert sorted(zip(back.query_id, back.doc_id, back.relevance)) == sorted(ds.qrels(s).itertuples(index=False, name=None))
+        assert sorted(zip(back.query_id, back.doc_id, back.relevance)) == sorted(
+            ds.qrels(s).itertuples(index=False, name=None)
+        )
     t = write_trec_topics(V.query_texts(ds.queries, "TA"), tmp_path / "topics.tsv")
     assert t.read_text().splitlines()[0] == "Q1\tt a"
 
@@ -201,8 +228,10 @@ def test_trec_exports_roundtrip_through_ir_measures(tmp_path, small):
 def test_beir_folder_with_codes(tmp_path):
     root = tmp_path / "beir"
     (root / "qrels").mkdir(parents=True)
-    docs = [{"_id": "D1", "title": "pump", "text": "a pump", "ipc3": ["F04"]},
-            {"_id": "D2", "title": "valve", "text": "a valve", "metadata": {"ipc3": ["F16"]}}]
+    docs = [
+        {"_id": "D1", "title": "pump", "text": "a pump", "ipc3": ["F04"]},
+        {"_id": "D2", "title": "valve", "text": "a valve", "metadata": {"ipc3": ["F16"]}},
+    ]
     (root / "corpus.jsonl").write_text("".join(json.dumps(x) + "\n" for x in docs))
     (root / "queries.jsonl").write_text(json.dumps({"_id": "Q1", "text": "pump valve", "ipc3": ["F04"]}) + "\n")
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nQ1\tD1\t1\nQ1\tD2\t1\n")
@@ -225,7 +254,8 @@ def test_ir_datasets_ids_iterate_the_same_data(tmp_path, tiny_folder):
     assert ids == ["test-tiny/all", "test-tiny/in", "test-tiny/out"]
     out = ir_datasets.load("test-tiny/out")
     assert sorted((x.query_id, x.doc_id) for x in out.qrels_iter()) == sorted(
-        ds.qrels("OUT")[["query_id", "doc_id"]].itertuples(index=False, name=None))
+        ds.qrels("OUT")[["query_id", "doc_id"]].itertuples(index=False, name=None)
+    )
     assert out.docs_count() == ds.n_docs
     assert next(iter(out.queries_iter())).text == V.query_texts(ds.queries, "TA")[ds.query_ids[0]]
     assert sum(1 for _ in out.docs_iter()) == ds.n_docs
@@ -284,7 +314,9 @@ def test_hub_failure_names_the_fix(monkeypatch):
 
     from harness.data import load_hub
 
-    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
+    monkeypatch.setattr(
+        huggingface_hub.HfApi, "dataset_info", lambda *a, **k: (_ for _ in ()).throw(OSError("offline"))
+    )
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: (_ for _ in ()).throw(OSError("offline")))
     with pytest.raises(DataError, match="dataset=local dataset.path=DIR"):
         load_hub("datalyes/DAPFAM_patent", "main")
@@ -337,8 +369,14 @@ def hub_snapshot(cache_dir, tiny_folder, commit=MTEB_REVISION, drop=()):
     queries = family(q, "query_id")
     queries["abstract_keywords"] = q["abstract_keywords"]
     corpus = family(c, "relevant_id")
-    relations = pd.DataFrame({"query_id": r["query_id"].astype(str), "relevant_id": r["relevant_id"].astype(str),
-                              "relevance_score": r["relevance_score"].astype("float64"), "domain_rel": r["domain_rel"]})
+    relations = pd.DataFrame(
+        {
+            "query_id": r["query_id"].astype(str),
+            "relevant_id": r["relevant_id"].astype(str),
+            "relevance_score": r["relevance_score"].astype("float64"),
+            "domain_rel": r["domain_rel"],
+        }
+    )
     for name, frame in (("queries", queries), ("corpus", corpus), ("qrels_all", relations)):
         frame = frame.drop(columns=[d for d in drop if d in frame])
         table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -371,8 +409,9 @@ def test_the_hub_layout_loads_offline_through_the_hub_path(tiny_folder, tmp_path
     codes = ds.doc_ipc_codes  # full IPC codes stay available to levers (IPC4, sections)
     assert len(codes) == ds.n_docs and all(v.endswith("B 1/00") for v in codes.values() if v)
     # local_files_only refuses to ask the hub for what is not cached, naming the fix
-    cfg = cfg_factory("dataset=dapfam", f"dataset.cache_dir={tmp_path / 'empty'}", "dataset.local_files_only=true",
-                      tiny=False)
+    cfg = cfg_factory(
+        "dataset=dapfam", f"dataset.cache_dir={tmp_path / 'empty'}", "dataset.local_files_only=true", tiny=False
+    )
     with pytest.raises(DataError, match="local_files_only=true.*dataset=local"):
         data.load(cfg.dataset, cfg.root)
 

@@ -1,4 +1,5 @@
 """ir-measures (pytrec_eval provider) against an independent implementation written here."""
+
 import math
 
 import numpy as np
@@ -27,12 +28,23 @@ def ref_ndcg_recall(run: pd.DataFrame, qrels: pd.DataFrame, k: int = 100):
 def test_matches_reference_on_random_runs(seed):
     rng = np.random.default_rng(seed)
     docs = [f"d{i}" for i in range(300)]
-    qrels = pd.DataFrame([(f"q{q}", d, int(rng.integers(1, 3))) for q in range(20)
-                          for d in rng.choice(docs, int(rng.integers(1, 15)), replace=False)],
-                         columns=["query_id", "doc_id", "relevance"])
+    qrels = pd.DataFrame(
+        [
+            (f"q{q}", d, int(rng.integers(1, 3)))
+            for q in range(20)
+            for d in rng.choice(docs, int(rng.integers(1, 15)), replace=False)
+        ],
+        columns=["query_id", "doc_id", "relevance"],
+    )
     # scores rounded to make ties common; some queries retrieve nothing
-    run = pd.DataFrame([(f"q{q}", d, float(np.round(rng.random(), 1))) for q in range(17)
-                        for d in rng.choice(docs, 150, replace=False)], columns=["query_id", "doc_id", "score"])
+    run = pd.DataFrame(
+        [
+            (f"q{q}", d, float(np.round(rng.random(), 1)))
+            for q in range(17)
+            for d in rng.choice(docs, 150, replace=False)
+        ],
+        columns=["query_id", "doc_id", "score"],
+    )
     got = per_query(run, qrels).pivot(index="query_id", columns="measure", values="value")
     ref = ref_ndcg_recall(run, qrels)
     assert set(got.index) == set(ref)
@@ -57,10 +69,16 @@ def test_queries_without_positives_in_a_subset_are_left_out(tmp_path):
     from harness.data import load_local
     from harness.evaluate import score
 
-    path = hub_folder(tmp_path / "s", [q("Q1", ["A61"]), q("Q2", ["G06"])], [d("D1", ["A61"]), d("D2", ["B65"])],
-                      [r("Q1", "D1", 1, "IN"), r("Q1", "D2", 1, "OUT"), r("Q2", "D1", 1, "OUT")])
+    path = hub_folder(
+        tmp_path / "s",
+        [q("Q1", ["A61"]), q("Q2", ["G06"])],
+        [d("D1", ["A61"]), d("D2", ["B65"])],
+        [r("Q1", "D1", 1, "IN"), r("Q1", "D2", 1, "OUT"), r("Q2", "D1", 1, "OUT")],
+    )
     ds = load_local(path)
-    run = pd.DataFrame([("Q1", "D1", 2.0), ("Q1", "D2", 1.0), ("Q2", "D2", 1.0)], columns=["query_id", "doc_id", "score"])
+    run = pd.DataFrame(
+        [("Q1", "D1", 2.0), ("Q1", "D2", 1.0), ("Q2", "D2", 1.0)], columns=["query_id", "doc_id", "score"]
+    )
     m = means(score(run, ds)).set_index(["subset", "measure"])
     assert m.loc[("IN", "R@100"), "queries"] == 1  # Q2 has no IN positive: not averaged as 0
     assert m.loc[("IN", "R@100"), "mean"] == 1.0
@@ -70,8 +88,11 @@ def test_queries_without_positives_in_a_subset_are_left_out(tmp_path):
 
 def test_unknown_measure():
     with pytest.raises(ValueError, match="ir-measures measure name"):
-        per_query(pd.DataFrame(columns=["query_id", "doc_id", "score"]),
-                  pd.DataFrame([("q", "a", 1)], columns=["query_id", "doc_id", "relevance"]), ["nDCG@x"])
+        per_query(
+            pd.DataFrame(columns=["query_id", "doc_id", "score"]),
+            pd.DataFrame([("q", "a", 1)], columns=["query_id", "doc_id", "relevance"]),
+            ["nDCG@x"],
+        )
 
 
 # ------------------------------------------------------------------ judged non-relevant documents, grades
@@ -113,13 +134,26 @@ def test_score_reads_the_judgments_with_negatives():
 def test_zero_rows_change_no_measure_that_counts_relevant_documents(seed):
     rng = np.random.default_rng(seed)
     docs = [f"d{i}" for i in range(300)]
-    pos = pd.DataFrame([(f"q{q}", d, int(rng.integers(1, 3))) for q in range(15)
-                        for d in rng.choice(docs[:150], int(rng.integers(1, 10)), replace=False)],
-                       columns=["query_id", "doc_id", "relevance"])
-    zeros = pd.DataFrame([(f"q{q}", d, 0) for q in range(18) for d in rng.choice(docs[150:], 20, replace=False)],
-                         columns=["query_id", "doc_id", "relevance"])  # q15-q17: negatives only
-    run = pd.DataFrame([(f"q{q}", d, float(np.round(rng.random(), 1))) for q in range(18)
-                        for d in rng.choice(docs, 120, replace=False)], columns=["query_id", "doc_id", "score"])
+    pos = pd.DataFrame(
+        [
+            (f"q{q}", d, int(rng.integers(1, 3)))
+            for q in range(15)
+            for d in rng.choice(docs[:150], int(rng.integers(1, 10)), replace=False)
+        ],
+        columns=["query_id", "doc_id", "relevance"],
+    )
+    zeros = pd.DataFrame(
+        [(f"q{q}", d, 0) for q in range(18) for d in rng.choice(docs[150:], 20, replace=False)],
+        columns=["query_id", "doc_id", "relevance"],
+    )  # q15-q17: negatives only
+    run = pd.DataFrame(
+        [
+            (f"q{q}", d, float(np.round(rng.random(), 1)))
+            for q in range(18)
+            for d in rng.choice(docs, 120, replace=False)
+        ],
+        columns=["query_id", "doc_id", "score"],
+    )
     ms = ["nDCG@100", "R@100", "P@10", "AP@100", "RR"]
     a = per_query(run, pos, ms)
     b = per_query(run, pd.concat([pos, zeros]), ms)

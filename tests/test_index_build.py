@@ -1,5 +1,6 @@
 """The streamed BM25 build ends: every injected failure gives a clear error within a bounded time,
 commits nothing, and leaves no named pipe, thread or temporary folder behind."""
+
 from __future__ import annotations
 
 import os
@@ -127,9 +128,17 @@ def test_stale_temporary_folders_of_any_key_are_swept_at_start_up(tmp_path):
     for d in (stale, live):
         (d / "feed" / "docs").mkdir(parents=True)
         os.mkfifo(d / "feed" / "docs" / "units-0.jsonl")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from filelock import FileLock; "
-                               f"lock = FileLock({str(live.parent / 'bbbbbbbbbbbb')!r} + '.lock'); lock.acquire(); "
-                               "print('held', flush=True); time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from filelock import FileLock; "
+            f"lock = FileLock({str(live.parent / 'bbbbbbbbbbbb')!r} + '.lock'); lock.acquire(); "
+            "print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         Store(tmp_path)  # the first store of a root in a process sweeps it

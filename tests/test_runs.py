@@ -5,7 +5,9 @@ from harness.runs import RunFormatError, format_trec, read_trec, sort_run, write
 
 
 def test_trec_roundtrip_and_ranks(tmp_path):
-    run = pd.DataFrame([("q1", "d1", 1.5), ("q1", "d2", 2.5), ("q2", "d3", 0.1)], columns=["query_id", "doc_id", "score"])
+    run = pd.DataFrame(
+        [("q1", "d1", 1.5), ("q1", "d2", 2.5), ("q2", "d3", 0.1)], columns=["query_id", "doc_id", "score"]
+    )
     p = write_trec(run, tmp_path / "x.trec", "tagA")
     lines = p.read_text().splitlines()
     assert lines[0].split() == ["q1", "Q0", "d2", "1", "2.5", "tagA"]

@@ -1,4 +1,5 @@
 """Honest selection (harness.select) and addressing systems by dataset and config (results.find)."""
+
 import json
 
 import numpy as np
@@ -34,8 +35,9 @@ def test_no_optimism_when_one_configuration_dominates():
 def test_noise_configurations_show_a_positive_gap():
     """Twenty configurations of pure noise around one mean: the best of them looks better than it is."""
     rng = np.random.default_rng(0)
-    scores = pd.DataFrame(rng.random((60, 20)), index=[f"q{i:02d}" for i in range(60)],
-                          columns=[f"c{j}" for j in range(20)])
+    scores = pd.DataFrame(
+        rng.random((60, 20)), index=[f"q{i:02d}" for i in range(60)], columns=[f"c{j}" for j in range(20)]
+    )
     out = S.cross_validate(scores, S.stratified_folds(scores.index, {}, 5, seed=0))
     assert out["best_of_grid"] == pytest.approx(scores.mean().max())
     assert out["optimism_gap"] > 0.02
@@ -75,8 +77,11 @@ def _noise_grid(seed: int, configs: int = 60, queries: int = 80) -> pd.DataFrame
     none of them is better, so any test that says one is should do so in about 5% of grids."""
     rng = np.random.default_rng(seed)
     base = rng.beta(2, 5, queries)
-    scores = pd.DataFrame(base[:, None] + rng.normal(0, 0.1, (queries, configs)),
-                          index=[f"q{i:03d}" for i in range(queries)], columns=[f"c{j}" for j in range(configs)])
+    scores = pd.DataFrame(
+        base[:, None] + rng.normal(0, 0.1, (queries, configs)),
+        index=[f"q{i:03d}" for i in range(queries)],
+        columns=[f"c{j}" for j in range(configs)],
+    )
     scores["base"] = base
     return scores
 
@@ -94,8 +99,11 @@ def _rejections(seeds=range(200)):
         diffs = scores.sub(base, axis=0)
         held.append(cv_test(diffs, folds, seed=seed, resamples=499, bootstrap=0)["target"]["p"])
         t_test.append(paired(base.loc[cv["held_out"].index].to_numpy(), cv["held_out"].to_numpy())["p_t"])
-        grid.append(max_statistic_test(diffs.to_numpy(), list(scores.columns).index(cv["selected"]), seed, 499)
-                    ["p_max_statistic"])
+        grid.append(
+            max_statistic_test(diffs.to_numpy(), list(scores.columns).index(cv["selected"]), seed, 499)[
+                "p_max_statistic"
+            ]
+        )
         naive.append(paired(base.to_numpy(), scores[cv["selected"]].to_numpy())["p_t"])  # the old test
     return [float(np.mean(np.array(p) < 0.05)) for p in (held, t_test, grid, naive)]
 
@@ -137,24 +145,43 @@ def test_held_out_test_redoes_the_guarded_choice():
     all_scores.iloc[:, :10] -= rng.random(10) * 0.05  # ... but some lose on ALL
     folds = S.stratified_folds(out_scores.index, {}, 4, seed=1)
     cv = S.cross_validate(out_scores, folds, all_scores, "base")
-    h = cv_test(out_scores.sub(out_scores["base"], axis=0), folds, all_scores.sub(all_scores["base"], axis=0),
-                resamples=99, bootstrap=0)["target"]
+    h = cv_test(
+        out_scores.sub(out_scores["base"], axis=0),
+        folds,
+        all_scores.sub(all_scores["base"], axis=0),
+        resamples=99,
+        bootstrap=0,
+    )["target"]
     assert h["delta"] == pytest.approx(cv["cv_estimate"] - out_scores["base"].mean())
 
 
 # ------------------------------------------------------------------ addressing rows
 def _row(name, key, dataset="local", k1=0.9, fusion_k=None, path="/d"):
-    return {"experiment": name, "scores_key": key, "dataset": dataset, "run_file": f"/x/{key}/run.trec", "tag": key,
-            "config": {"bm25": {"k1": k1}, "fusion": {"k": fusion_k} if fusion_k else None,
-                       "dataset": {"path": path}, "search": {"threads": 2}}}
+    return {
+        "experiment": name,
+        "scores_key": key,
+        "dataset": dataset,
+        "run_file": f"/x/{key}/run.trec",
+        "tag": key,
+        "config": {
+            "bm25": {"k1": k1},
+            "fusion": {"k": fusion_k} if fusion_k else None,
+            "dataset": {"path": path},
+            "search": {"threads": 2},
+        },
+    }
 
 
 def test_find_filters_by_dataset_and_config_and_takes_the_newest(tmp_path):
     from harness.results import find
 
     res = tmp_path / "results.jsonl"
-    rows = [_row("doc_bm25", "k1", k1=0.9), _row("doc_bm25", "k2", k1=1.2), _row("doc_bm25", "k3", dataset="mini"),
-            _row("doc_bm25", "k4", k1=0.9)]  # k4: k1's configuration run again (other data): newer
+    rows = [
+        _row("doc_bm25", "k1", k1=0.9),
+        _row("doc_bm25", "k2", k1=1.2),
+        _row("doc_bm25", "k3", dataset="mini"),
+        _row("doc_bm25", "k4", k1=0.9),
+    ]  # k4: k1's configuration run again (other data): newer
     rows[3]["config"]["search"]["threads"] = 8  # a runtime setting: still the same configuration
     res.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with pytest.raises(SystemExit, match="bm25.k1"):
@@ -176,8 +203,10 @@ def test_select_reads_a_finished_sweep_and_never_searches(tmp_path, capsys, capl
     from harness import sweep
 
     spec = tmp_path / "small.yaml"
-    spec.write_text("description: test\nblocks:\n  b:\n    +experiment: doc_bm25,doc_dense,rrf_doc\n"
-                    "  r:\n    +experiment: rrf_doc\n    rerank: ipc3_disjoint\n    rerank.weight: 0.2,1.0\n")
+    spec.write_text(
+        "description: test\nblocks:\n  b:\n    +experiment: doc_bm25,doc_dense,rrf_doc\n"
+        "  r:\n    +experiment: rrf_doc\n    rerank: ipc3_disjoint\n    rerank.weight: 0.2,1.0\n"
+    )
     root = tmp_path / "root"
     assert sweep.main([f"sweep={spec}", f"root={root}", "query_fields=TA", "target_fields=TA", *tiny_overrides()]) == 0
     caplog.set_level(logging.INFO)

@@ -1,5 +1,6 @@
 """The cluster path on a real Slurm: a single-node cluster on this machine (scripts/slurm-local.sh,
 started by .ci/run). Skipped, with the reason, where Slurm is not installed or cannot start."""
+
 import os
 import shutil
 import subprocess
@@ -31,15 +32,28 @@ def slurm():
 
 
 def _sweep(root: Path, sweep: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.sweep", f"sweep={sweep}", f"root={root}", *tiny_overrides(),
-                           *extra], cwd=ROOT, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "harness.sweep", f"sweep={sweep}", f"root={root}", *tiny_overrides(), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
 
 
 def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path, slurm):
     sweep = tmp_path / "small.yaml"
-    sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25,doc_dense\n    query_fields: T,TA\n    target_fields: TA\n")
-    settings = ["hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2", "hydra.launcher.timeout_min=15",
-                "hydra.launcher.partition=local", f"hydra.sweep.dir={tmp_path / 'multirun'}"]
+    sweep.write_text(
+        "blocks:\n  b:\n    +experiment: doc_bm25,doc_dense\n    query_fields: T,TA\n    target_fields: TA\n"
+    )
+    settings = [
+        "hydra.launcher.cpus_per_task=1",
+        "hydra.launcher.mem_gb=2",
+        "hydra.launcher.timeout_min=15",
+        "hydra.launcher.partition=local",
+        f"hydra.sweep.dir={tmp_path / 'multirun'}",
+    ]
     r = _sweep(tmp_path / "slurm", sweep, slurm, "launcher=slurm", *settings)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     local = _sweep(tmp_path / "local", sweep, slurm)
@@ -49,8 +63,10 @@ def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path
         t = pd.read_csv(root / "runs" / "report" / "small" / "results.csv")
         return t.drop(columns=[c for c in t if c in ("run_file", "ms/query", "index_seconds", "encode_seconds")])
 
-    pd.testing.assert_frame_equal(table(tmp_path / "slurm").sort_values("scores_key").reset_index(drop=True),
-                                  table(tmp_path / "local").sort_values("scores_key").reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        table(tmp_path / "slurm").sort_values("scores_key").reset_index(drop=True),
+        table(tmp_path / "local").sort_values("scores_key").reset_index(drop=True),
+    )
     logs = "".join(p.read_text() for p in (tmp_path / "multirun").rglob("run.log"))  # one per Slurm job
     assert logs.count("reused mini dataset") + logs.count("building mini dataset") == 4  # four jobs ran
     assert logs.count("building BM25 index") == 1, "the jobs racing for one index built it more than once"

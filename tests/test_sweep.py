@@ -1,4 +1,5 @@
 """Sweeps: expansion, listing counts, resume after SIGKILL, second run, launchers, report."""
+
 import os
 import subprocess
 import sys
@@ -50,8 +51,18 @@ def test_expand_parses_values_as_hydra_does():
     """Lists are one value, range() and commas sweep: the same parser the Hydra launchers use."""
     from omegaconf import OmegaConf
 
-    spec = OmegaConf.create({"blocks": {"b": {"+experiment": "rrf_doc", "fusion.backends": "[bm25,dense]",
-                                              "fusion.k": "range(10,31,10)", "encoder.query_prefix": "'q: a, b'"}}})
+    spec = OmegaConf.create(
+        {
+            "blocks": {
+                "b": {
+                    "+experiment": "rrf_doc",
+                    "fusion.backends": "[bm25,dense]",
+                    "fusion.k": "range(10,31,10)",
+                    "encoder.query_prefix": "'q: a, b'",
+                }
+            }
+        }
+    )
     jobs = expand(spec)
     assert [j[1][2] for j in jobs] == ["fusion.k=10", "fusion.k=20", "fusion.k=30"]
     assert all("fusion.backends=[bm25,dense]" in j[1] and "encoder.query_prefix='q: a, b'" in j[1] for j in jobs)
@@ -89,16 +100,27 @@ def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     assert len(pd.read_csv(report / "results.csv")) == 14
 
 
-@pytest.mark.parametrize("launcher,setting", [("submitit_local", "hydra.launcher.cpus_per_task=1"),
-                                              ("local_parallel", "hydra.launcher.n_jobs=2")])
+@pytest.mark.parametrize(
+    "launcher,setting",
+    [("submitit_local", "hydra.launcher.cpus_per_task=1"), ("local_parallel", "hydra.launcher.n_jobs=2")],
+)
 def test_hydra_launchers_run_the_sweep_and_share_one_index(tmp_path, launcher, setting):
     """submitit_local (Slurm's local twin) and joblib with two parallel jobs that need one index;
     launcher settings are overridden from the sweep's command line, as Hydra users expect."""
     sweep = tmp_path / "two.yaml"
     sweep.write_text("blocks:\n  b:\n    +experiment: doc_bm25\n    query_fields: T,TA\n")
-    r = subprocess.run([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, f"launcher={launcher}", setting,
-                        "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness.sweep",
+            *args(tmp_path, sweep, f"launcher={launcher}", setting, "hydra.sweep.dir=" + str(tmp_path / "multirun")),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert len(pd.read_json(tmp_path / "runs" / "results.jsonl", lines=True)) == 2
     assert len([p for p in (tmp_path / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1
@@ -111,19 +133,46 @@ def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypat
 
     from harness import cost
 
-    point = {"passaging_s": 1.0, "streamed_s": 2.0, "index_file_s": 1.5, "search_s_per_term": 1e-3,
-             "search_fixed_s": 0.1}
-    monkeypatch.setattr(cost, "calibrate", lambda root, cfg, reach=0: {
-        "bm25_points": [{**point, "chars": 1e6}, {**point, "chars": 4e6}], "run_s_per_row": 1e-6,
-        "score_s_per_query": 1e-3,
-        "encode_a": 1e-4, "encode_b": 0.0, "flat_s_per_mac": 1e-10, "model_load_s": 1.0})
+    point = {
+        "passaging_s": 1.0,
+        "streamed_s": 2.0,
+        "index_file_s": 1.5,
+        "search_s_per_term": 1e-3,
+        "search_fixed_s": 0.1,
+    }
+    monkeypatch.setattr(
+        cost,
+        "calibrate",
+        lambda root, cfg, reach=0: {
+            "bm25_points": [{**point, "chars": 1e6}, {**point, "chars": 4e6}],
+            "run_s_per_row": 1e-6,
+            "score_s_per_query": 1e-3,
+            "encode_a": 1e-4,
+            "encode_b": 0.0,
+            "flat_s_per_mac": 1e-10,
+            "model_load_s": 1.0,
+        },
+    )
 
     def estimate(families):
-        published = (f"++dataset.published={{families:{families},queries:10,chars:{{title:{families * 50},abstract:"
-                     f"{families * 500},claims:0,description:{families * 3000}}},query_chars:{{title:500,abstract:"
-                     f"5000,claims:0,keywords:0}}}}")
-        assert main([f"sweep={sweep_path}", f"root={tmp_path}", "list=true", "dataset=local",
-                     f"dataset.path={tmp_path / 'absent'}", published]) == 0
+        published = (
+            f"++dataset.published={{families:{families},queries:10,chars:{{title:{families * 50},abstract:"
+            f"{families * 500},claims:0,description:{families * 3000}}},query_chars:{{title:500,abstract:"
+            f"5000,claims:0,keywords:0}}}}"
+        )
+        assert (
+            main(
+                [
+                    f"sweep={sweep_path}",
+                    f"root={tmp_path}",
+                    "list=true",
+                    "dataset=local",
+                    f"dataset.path={tmp_path / 'absent'}",
+                    published,
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr().out
         assert "GPU: encoder x30, assumed" in out and re.search(r"total +CPU +[\d.]+ \w+ +GPU", out)
         value, unit = re.search(r"embeddings +CPU +([\d.]+) (s|min|h)\b", out).groups()
@@ -161,11 +210,27 @@ def test_a_stopped_local_parallel_sweep_leaves_no_process(tmp_path, stop):
     import time
 
     sweep = tmp_path / "many.yaml"
-    sweep.write_text("blocks:\n  b:\n    +experiment: doc_dense,passage_dense\n    query_fields: T,TA,TAC\n"
-                     "    passage.length: 32,48,64\n")
-    proc = subprocess.Popen([sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep, "launcher=local_parallel",
-                             "hydra.launcher.n_jobs=2", "hydra.sweep.dir=" + str(tmp_path / "multirun"))], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    sweep.write_text(
+        "blocks:\n  b:\n    +experiment: doc_dense,passage_dense\n    query_fields: T,TA,TAC\n"
+        "    passage.length: 32,48,64\n"
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness.sweep",
+            *args(
+                tmp_path,
+                sweep,
+                "launcher=local_parallel",
+                "hydra.launcher.n_jobs=2",
+                "hydra.sweep.dir=" + str(tmp_path / "multirun"),
+            ),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline, job, members = time.time() + 240, None, set()
     while time.time() < deadline and proc.poll() is None:
         kids = [int(p) for p in os.listdir("/proc") if p.isdigit() and _parent(int(p)) == proc.pid]

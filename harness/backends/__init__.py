@@ -14,6 +14,7 @@ object says how to index a unit set and how to search it:
 ``conf/`` group): :class:`harness.experiment.Experiment` does not change. Modules are imported on
 first use, so a BM25 experiment never loads torch and a dense one starts no JVM for indexing.
 """
+
 from __future__ import annotations
 
 import importlib

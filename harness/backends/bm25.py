@@ -12,6 +12,7 @@ so every query term counts as in a bag-of-words BM25 over the full text; nothing
 A query with even more distinct analysed terms fails with an error naming the query and the
 setting to raise.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,9 +35,20 @@ class IndexBuildError(RuntimeError):
 
 
 def index_args(input_dir: Path, out: Path, threads: int, docvectors: bool) -> list[str]:
-    return ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
-            "-input", str(input_dir), "-index", str(out), "-threads", str(int(threads)),
-            "-storeRaw", "-quiet"] + (["-storeDocvectors"] if docvectors else [])
+    return [
+        "-collection",
+        "JsonCollection",
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-input",
+        str(input_dir),
+        "-index",
+        str(out),
+        "-threads",
+        str(int(threads)),
+        "-storeRaw",
+        "-quiet",
+    ] + (["-storeDocvectors"] if docvectors else [])
 
 
 def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool = False) -> dict:
@@ -56,8 +68,11 @@ def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool =
         index_collection.main(args)
     seconds = time.perf_counter() - t0
     if not list(Path(out).glob("segments_*")):
-        raise IndexBuildError(f"Anserini's IndexCollection returned without writing an index at {out}"
-                              + _reason(logged) + ". Nothing was committed.")
+        raise IndexBuildError(
+            f"Anserini's IndexCollection returned without writing an index at {out}"
+            + _reason(logged)
+            + ". Nothing was committed."
+        )
     n = index_size(out)
     return {"index_seconds": round(seconds, 3), "indexed_units": n, "anserini_args": args, "anserini_log": logged}
 
@@ -72,10 +87,13 @@ def check_count(index_dir: Path, written: int, meta: dict, units_dir: Path) -> N
     if n == written:
         return
     missing = _missing_ids(index_dir, units_dir) if n < written else []
-    raise IndexBuildError(f"the BM25 index holds {n} units but {written} were written"
-                          + (f" (first missing: {missing})" if missing else "") + _reason(meta.get("anserini_log", []))
-                          + ". Nothing was committed. Fix: see Anserini's message; a unit it cannot index is a bug of "
-                            "the units writer (harness/passages.py) or a corrupt corpus row.")
+    raise IndexBuildError(
+        f"the BM25 index holds {n} units but {written} were written"
+        + (f" (first missing: {missing})" if missing else "")
+        + _reason(meta.get("anserini_log", []))
+        + ". Nothing was committed. Fix: see Anserini's message; a unit it cannot index is a bug of "
+        "the units writer (harness/passages.py) or a corrupt corpus row."
+    )
 
 
 def _missing_ids(index_dir: Path, units_dir: Path, first: int = 5) -> list[str]:
@@ -226,7 +244,7 @@ class _Pipes:
         fd = min(self.fds, key=_unread) if len(self.fds) > 1 else self.fds[0]
         while data:  # the whole chunk to one pipe: a line split between two readers is two bad documents
             try:
-                data = data[os.write(fd, data):]
+                data = data[os.write(fd, data) :]
             except BlockingIOError:
                 if not self.alive():
                     raise ReaderGone("IndexCollection returned while units were still being written") from None
@@ -387,8 +405,10 @@ def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -
             # One that did not must notice within a poll that IndexCollection is gone.
             writer.join(None if sent() else WRITER_GRACE)
             if writer.is_alive() and not sent():
-                raise IndexBuildError(f"the units writer did not stop within {WRITER_GRACE:.0f}s after "
-                                      f"IndexCollection ended. Nothing was committed.")
+                raise IndexBuildError(
+                    f"the units writer did not stop within {WRITER_GRACE:.0f}s after "
+                    f"IndexCollection ended. Nothing was committed."
+                )
             writer.join()
         if state["error"] is not None:
             raise state["error"]
@@ -396,12 +416,12 @@ def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -
             shutil.rmtree(tmp / "index", ignore_errors=True)
             return None
         check_count(tmp / "index", state["pipes"].lines, meta, source)
-        meta["anserini_args"] = [str(Path(source) / "docs") if a == str(feed / "docs") else a
-                                 for a in meta["anserini_args"]]
+        meta["anserini_args"] = [
+            str(Path(source) / "docs") if a == str(feed / "docs") else a for a in meta["anserini_args"]
+        ]
         return {**meta, "pipes": len(fifos)}
     except ReaderGone as e:
-        raise IndexBuildError(f"{e}" + _reason(meta.get("anserini_log", []))
-                              + ". Nothing was committed.") from e
+        raise IndexBuildError(f"{e}" + _reason(meta.get("anserini_log", [])) + ". Nothing was committed.") from e
     finally:
         shutil.rmtree(feed, ignore_errors=True)
 
@@ -422,8 +442,9 @@ def set_max_clauses(n: int) -> None:
     autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(int(n))
 
 
-def _raise_for_failing_query(index_dir, topics: dict, ids: list, k1: float, b: float, max_clauses: int,
-                             batch_error: Exception | None):
+def _raise_for_failing_query(
+    index_dir, topics: dict, ids: list, k1: float, b: float, max_clauses: int, batch_error: Exception | None
+):
     """Re-run queries one at a time (pyserini's searcher) to name a failing query and the cause.
     Queries that run and retrieve nothing are fine; one that retrieves what the batch lost is not.
     ``batch_error`` (if any) is raised when no single query fails."""
@@ -440,20 +461,32 @@ def _raise_for_failing_query(index_dir, topics: dict, ids: list, k1: float, b: f
             except Exception as e:
                 msg = str(e)
                 if "TooManyClauses" in msg or "maxClauseCount" in msg or "too many clauses" in msg.lower():
-                    raise SearchError(f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: "
-                                      f"raise bm25.max_clauses or use a shorter query view.") from e
+                    raise SearchError(
+                        f"query {q!r} has more than bm25.max_clauses={max_clauses} distinct terms. Fix: "
+                        f"raise bm25.max_clauses or use a shorter query view."
+                    ) from e
                 raise SearchError(f"BM25 search failed on query {q!r}: {msg.splitlines()[0]}") from e
             if batch_error is None and hits:
-                raise SearchError(f"BM25 search lost query {q!r}: Anserini's SearchCollection wrote no hits for it, "
-                                  f"though it has some. Fix: see the Java log above; rerun to search again.")
+                raise SearchError(
+                    f"BM25 search lost query {q!r}: Anserini's SearchCollection wrote no hits for it, "
+                    f"though it has some. Fix: see the Java log above; rerun to search again."
+                )
     finally:
         searcher.close()
     if batch_error is not None:
         raise batch_error
 
 
-def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: int, threads: int = 2,
-           max_clauses: int = 65536, prf: dict | None = None):
+def search(
+    index_dir: Path,
+    topics: dict[str, str],
+    k1: float,
+    b: float,
+    depth: int,
+    threads: int = 2,
+    max_clauses: int = 65536,
+    prf: dict | None = None,
+):
     """BM25 search of every topic. Returns (run table, seconds spent searching, queries with no text).
 
     Runs Anserini's own ``SearchCollection`` in this JVM, writing a TREC run file that is read
@@ -473,8 +506,10 @@ def search(index_dir: Path, topics: dict[str, str], k1: float, b: float, depth: 
     if not list(Path(index_dir).glob("segments_*")):
         from ..store import MissingFiles
 
-        raise MissingFiles(f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
-                           f"and run again to rebuild it.")
+        raise MissingFiles(
+            f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
+            f"and run again to rebuild it."
+        )
     set_max_clauses(max_clauses)
     qids = [q for q, t in topics.items() if t.strip()]
     empty = [q for q, t in topics.items() if not t.strip()]
@@ -504,9 +539,29 @@ def collection_args(index_dir, topics_file, run_file, k1, b, depth, threads) -> 
     configurations side by side (its usage text says otherwise). With one configuration per call,
     ``-parallelism`` above 1 only idles: an earlier version passed ``-threads 1 -parallelism N``
     and searched on one core."""
-    return ["-index", str(index_dir), "-topics", str(topics_file), "-topicReader", "TsvString", "-output",
-            str(run_file), "-bm25", "-bm25.k1", repr(float(k1)), "-bm25.b", repr(float(b)), "-hits", str(int(depth)),
-            "-threads", str(int(threads)), "-parallelism", "1", "-runtag", "bm25"]
+    return [
+        "-index",
+        str(index_dir),
+        "-topics",
+        str(topics_file),
+        "-topicReader",
+        "TsvString",
+        "-output",
+        str(run_file),
+        "-bm25",
+        "-bm25.k1",
+        repr(float(k1)),
+        "-bm25.b",
+        repr(float(b)),
+        "-hits",
+        str(int(depth)),
+        "-threads",
+        str(int(threads)),
+        "-parallelism",
+        "1",
+        "-runtag",
+        "bm25",
+    ]
 
 
 def prf_params(p) -> dict | None:
@@ -527,10 +582,26 @@ def prf_args(prf: dict | None) -> list[str]:
     if not prf:
         return []
     if prf["method"] == "rm3":
-        return ["-rm3", "-rm3.fbTerms", str(prf["fb_terms"]), "-rm3.fbDocs", str(prf["fb_docs"]),
-                "-rm3.originalQueryWeight", repr(prf["original_query_weight"])]
-    return ["-rocchio", "-rocchio.topFbTerms", str(prf["fb_terms"]), "-rocchio.topFbDocs", str(prf["fb_docs"]),
-            "-rocchio.alpha", repr(prf["alpha"]), "-rocchio.beta", repr(prf["beta"])]
+        return [
+            "-rm3",
+            "-rm3.fbTerms",
+            str(prf["fb_terms"]),
+            "-rm3.fbDocs",
+            str(prf["fb_docs"]),
+            "-rm3.originalQueryWeight",
+            repr(prf["original_query_weight"]),
+        ]
+    return [
+        "-rocchio",
+        "-rocchio.topFbTerms",
+        str(prf["fb_terms"]),
+        "-rocchio.topFbDocs",
+        str(prf["fb_docs"]),
+        "-rocchio.alpha",
+        repr(prf["alpha"]),
+        "-rocchio.beta",
+        repr(prf["beta"]),
+    ]
 
 
 class BM25:
@@ -573,8 +644,16 @@ class BM25:
         return out
 
     def search(self, exp, index, topics, params):
-        return search(exp.store.path(index) / "index", topics, params["k1"], params["b"], params["depth"],
-                      exp.cfg.search.threads, exp.cfg.bm25.max_clauses, params.get("prf"))
+        return search(
+            exp.store.path(index) / "index",
+            topics,
+            params["k1"],
+            params["b"],
+            params["depth"],
+            exp.cfg.search.threads,
+            exp.cfg.bm25.max_clauses,
+            params.get("prf"),
+        )
 
 
 BACKEND = BM25()

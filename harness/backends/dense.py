@@ -15,6 +15,7 @@ Indexes are Faiss flat inner-product (exact search; with L2-normalised vectors, 
 pyserini's ``FaissSearcher`` layout (``index`` + ``docid``), optionally int8 scalar-quantised as in
 the paper; search is ``FaissSearcher.batch_search`` on pre-encoded queries.
 """
+
 from __future__ import annotations
 
 import logging
@@ -45,13 +46,17 @@ def resolve_model(model: str, revision: str | None = None) -> str:
         mod = importlib.import_module(model.split(":", 1)[1])
         path = Path(getattr(mod, "MODEL_DIR", None) or mod.get_model_path())
         if not path.exists():
-            raise FileNotFoundError(f"encoder.model={model}: the package has no model folder at {path}. Fix: reinstall it.")
+            raise FileNotFoundError(
+                f"encoder.model={model}: the package has no model folder at {path}. Fix: reinstall it."
+            )
         return str(path)
     if os.path.exists(model):
         return model
     if model.startswith((".", "/", "~")) or os.sep in model.strip("/").split("/", 1)[-1]:
-        raise FileNotFoundError(f"encoder.model={model}: no such folder. Fix: a local model folder, an HF id "
-                                f"(org/name) where the hub is reachable, or {PACKAGED}.")
+        raise FileNotFoundError(
+            f"encoder.model={model}: no such folder. Fix: a local model folder, an HF id "
+            f"(org/name) where the hub is reachable, or {PACKAGED}."
+        )
     if revision:
         from huggingface_hub import snapshot_download
 
@@ -70,9 +75,18 @@ def resolve_device(device: str = "auto") -> str:
 class Encoder:
     """pyserini's AutoDocumentEncoder with length-sorted batches, no autograd and a progress bar."""
 
-    def __init__(self, model: str, revision: str | None = None, pooling: str = "mean", normalize: bool = True,
-                 max_length: int = 256, batch_size: int = 64, device: str = "auto", dtype: str = "float32",
-                 trust_remote_code: bool = False):
+    def __init__(
+        self,
+        model: str,
+        revision: str | None = None,
+        pooling: str = "mean",
+        normalize: bool = True,
+        max_length: int = 256,
+        batch_size: int = 64,
+        device: str = "auto",
+        dtype: str = "float32",
+        trust_remote_code: bool = False,
+    ):
         import torch
         from pyserini.encode import AutoDocumentEncoder
 
@@ -86,8 +100,10 @@ class Encoder:
             else:
                 self.impl = AutoDocumentEncoder(self.path, device=self.device, pooling=pooling, l2_norm=normalize)
         except OSError as e:
-            raise OSError(f"encoder.model={model}: cannot load ({e}). Fix: a local folder, an HF id where the hub is "
-                          f"reachable, or the packaged default {PACKAGED}.") from e
+            raise OSError(
+                f"encoder.model={model}: cannot load ({e}). Fix: a local folder, an HF id where the hub is "
+                f"reachable, or the packaged default {PACKAGED}."
+            ) from e
         if dtype != "float32":
             # pyserini pools and calls .numpy() on the model's output, which numpy refuses for
             # bfloat16 ("unsupported ScalarType BFloat16"): run in half precision, pool in float32.
@@ -111,14 +127,21 @@ class Encoder:
         lengths = self.lengths(texts)
         over = lengths > self.max_length
         if over.any():
-            log.warning("%s: %d of %d texts exceed encoder.max_length=%d tokens (longest %d, mean excess %.0f): "
-                        "they are truncated", desc, int(over.sum()), len(texts), self.max_length, int(lengths.max()),
-                        float((lengths[over] - self.max_length).mean()))
+            log.warning(
+                "%s: %d of %d texts exceed encoder.max_length=%d tokens (longest %d, mean excess %.0f): "
+                "they are truncated",
+                desc,
+                int(over.sum()),
+                len(texts),
+                self.max_length,
+                int(lengths.max()),
+                float((lengths[over] - self.max_length).mean()),
+            )
         order = np.argsort(-lengths, kind="stable")
         out = None
         with torch.inference_mode():
             for i in tqdm(range(0, len(texts), self.batch_size), desc=desc, unit=" batch", disable=None, mininterval=2):
-                idx = order[i:i + self.batch_size]
+                idx = order[i : i + self.batch_size]
                 emb = self.impl.encode([texts[j] for j in idx], max_length=self.max_length)
                 if out is None:
                     out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
@@ -167,8 +190,13 @@ def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "")
     seconds = time.perf_counter() - t0
     np.save(out / "embeddings.npy", emb)
     (out / "docid").write_text("".join(f"{i}\n" for i in ids))
-    return {"encode_seconds": round(seconds, 3), "units": len(ids), "dim": int(emb.shape[1]),
-            "units_per_second": round(len(ids) / max(seconds, 1e-9), 1), "device": encoder.device}
+    return {
+        "encode_seconds": round(seconds, 3),
+        "units": len(ids),
+        "dim": int(emb.shape[1]),
+        "units_per_second": round(len(ids) / max(seconds, 1e-9), 1),
+        "device": encoder.device,
+    }
 
 
 def build_faiss(emb_dir: Path, out: Path, quantization: str = "none") -> dict:
@@ -188,11 +216,22 @@ def build_faiss(emb_dir: Path, out: Path, quantization: str = "none") -> dict:
     index.add(emb)
     faiss.write_index(index, str(out / "index"))
     (out / "docid").write_text((emb_dir / "docid").read_text())
-    return {"index_seconds": round(time.perf_counter() - t0, 3), "vectors": int(index.ntotal), "quantization": quantization}
+    return {
+        "index_seconds": round(time.perf_counter() - t0, 3),
+        "vectors": int(index.ntotal),
+        "quantization": quantization,
+    }
 
 
-def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: str, depth: int, threads: int = 2,
-           prf: dict | None = None):
+def search(
+    index_dir: Path,
+    topics: dict[str, str],
+    encoder: Encoder,
+    prefix: str,
+    depth: int,
+    threads: int = 2,
+    prf: dict | None = None,
+):
     """Encode the queries and search the Faiss index. Returns (run, seconds, queries with no text).
     ``prf`` (:func:`prf_params`): a first search of the top ``k`` with their vectors, pyserini's
     dense PRF (``DenseVectorAveragePrf`` / ``DenseVectorRocchioPrf``) moves each query vector, and
@@ -208,13 +247,17 @@ def search(index_dir: Path, topics: dict[str, str], encoder: Encoder, prefix: st
         if not (Path(index_dir) / f).exists():
             from ..store import MissingFiles
 
-            raise MissingFiles(f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it.")
+            raise MissingFiles(
+                f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it."
+            )
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
     t0 = time.perf_counter()
     q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries")
     if prf and qids:
         q_emb = prf_queries(searcher, q_emb, qids, prf, threads)
-    hits = searcher.batch_search(q_emb, qids, k=min(int(depth), searcher.num_docs), threads=int(threads)) if qids else {}
+    hits = (
+        searcher.batch_search(q_emb, qids, k=min(int(depth), searcher.num_docs), threads=int(threads)) if qids else {}
+    )
     seconds = time.perf_counter() - t0
     run = from_hits(hits) if hits else pd.DataFrame(columns=["query_id", "doc_id", "score"])
     return run, seconds, empty
@@ -254,13 +297,22 @@ class Dense:
         from ..store import Artifact
 
         e = exp.cfg.encoder
-        emb = Artifact("embeddings", {**encoder_params(e), "doc_prefix": e.doc_prefix or ""}, (units,),
-                       encoder_env(exp, EMBED_VERSION))
-        exp.ensure(emb, lambda tmp: encode_units(exp.store.path(units), tmp, exp.encoder, e.doc_prefix or ""),
-                   "embeddings")
+        emb = Artifact(
+            "embeddings",
+            {**encoder_params(e), "doc_prefix": e.doc_prefix or ""},
+            (units,),
+            encoder_env(exp, EMBED_VERSION),
+        )
+        exp.ensure(
+            emb, lambda tmp: encode_units(exp.store.path(units), tmp, exp.encoder, e.doc_prefix or ""), "embeddings"
+        )
         q = str(exp.cfg.dense.quantization)
-        art = Artifact("faiss", {"type": "flat_ip", "quantization": q}, (emb,),
-                       {"stage": FAISS_VERSION, "faiss": env.version("faiss-cpu") or env.version("faiss-gpu")})
+        art = Artifact(
+            "faiss",
+            {"type": "flat_ip", "quantization": q},
+            (emb,),
+            {"stage": FAISS_VERSION, "faiss": env.version("faiss-cpu") or env.version("faiss-gpu")},
+        )
         return exp.ensure(art, lambda tmp: build_faiss(exp.store.path(emb), tmp, q), "Faiss index")
 
     def search_env(self, exp) -> dict:
@@ -276,14 +328,27 @@ class Dense:
         return out
 
     def search(self, exp, index, topics, params):
-        return search(exp.store.path(index), topics, exp.encoder, params["query_prefix"], params["depth"],
-                      exp.cfg.search.threads, params.get("prf"))
+        return search(
+            exp.store.path(index),
+            topics,
+            exp.encoder,
+            params["query_prefix"],
+            params["depth"],
+            exp.cfg.search.threads,
+            params.get("prf"),
+        )
 
 
 def encoder_params(e) -> dict:
     """What makes an encoder's vectors: model, revision, pooling, norm, length and dtype."""
-    return {"model": e.model, "revision": e.revision, "pooling": str(e.pooling), "normalize": bool(e.normalize),
-            "max_length": int(e.max_length), "dtype": str(e.dtype)}
+    return {
+        "model": e.model,
+        "revision": e.revision,
+        "pooling": str(e.pooling),
+        "normalize": bool(e.normalize),
+        "max_length": int(e.max_length),
+        "dtype": str(e.dtype),
+    }
 
 
 def encoder_env(exp, stage: int) -> dict:
@@ -296,8 +361,17 @@ def encoder_env(exp, stage: int) -> dict:
 
 
 def make_encoder(e) -> Encoder:
-    return Encoder(e.model, e.revision, str(e.pooling), bool(e.normalize), int(e.max_length), int(e.batch_size),
-                   e.device, str(e.dtype), bool(e.trust_remote_code))
+    return Encoder(
+        e.model,
+        e.revision,
+        str(e.pooling),
+        bool(e.normalize),
+        int(e.max_length),
+        int(e.batch_size),
+        e.device,
+        str(e.dtype),
+        bool(e.trust_remote_code),
+    )
 
 
 BACKEND = Dense()

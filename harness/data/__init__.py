@@ -4,6 +4,7 @@ Every source is rendered into one :class:`Dataset`: queries and qrels in memory 
 corpus as a stream of record batches (DAPFAM's full text is ~3 GB), document IPC3 codes, and a
 ``fingerprint`` of the content that keys every artifact built from it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,34 +42,45 @@ class Dataset:
         no_codes = S.IPC3 in self.missing.get("queries", []) or S.IPC3 in self.missing.get("corpus", [])
         if no_codes and (self.domain_source == "ipc3" or S.DOMAIN in self.missing.get("qrels", [])):
             why = "dataset.domain_source=ipc3" if self.domain_source == "ipc3" else "the qrels have no domain_rel"
-            raise DataError(f"{why}, and the {' and '.join(k for k in ('queries', 'corpus') if S.IPC3 in self.missing.get(k, []))} "
-                            f"file lacks {S.IPC3!r}: IN and OUT cannot be told apart. Fix: use files with the IPC3 "
-                            f"lists (the hub's DAPFAM files have them), or domain_source=file with domain_rel labels.")
+            raise DataError(
+                f"{why}, and the {' and '.join(k for k in ('queries', 'corpus') if S.IPC3 in self.missing.get(k, []))} "
+                f"file lacks {S.IPC3!r}: IN and OUT cannot be told apart. Fix: use files with the IPC3 "
+                f"lists (the hub's DAPFAM files have them), or domain_source=file with domain_rel labels."
+            )
         self.positives, self.domain_check = positives(self.qrels_raw, self.queries, self.doc_ipc3, self.domain_source)
         self.judged = judged_pairs(self.qrels_raw)
         self.corpus_fingerprint = self.corpus_fingerprint or self.fingerprint
         both = set(self.queries[S.QUERY_ID]) & set(self.doc_ipc3)
         self.self_ids = both if self.drop_self_hits else set()
         if both:
-            log.warning("%d query id(s) are also corpus ids (e.g. %s): %s", len(both), sorted(both)[:3],
-                        "each query's own family is dropped from its ranking (dataset.drop_self_hits=true)"
-                        if self.drop_self_hits else "they may retrieve themselves (dataset.drop_self_hits=false)")
+            log.warning(
+                "%d query id(s) are also corpus ids (e.g. %s): %s",
+                len(both),
+                sorted(both)[:3],
+                "each query's own family is dropped from its ranking (dataset.drop_self_hits=true)"
+                if self.drop_self_hits
+                else "they may retrieve themselves (dataset.drop_self_hits=false)",
+            )
 
     def require(self, part: str, columns, what: str) -> None:
         """Refuse a feature whose column the ``part`` file (queries, corpus, qrels) lacks."""
         lacking = [c for c in columns if c in self.missing.get(part, [])]
         if lacking:
             where = self.source.get("files", {}).get(part, f"the {part} file")
-            raise DataError(f"{what} needs column(s) {lacking}, which {where} lacks. Fix: choose a setting that "
-                            f"reads the columns it has, or use files with them (the hub's DAPFAM files have all).")
+            raise DataError(
+                f"{what} needs column(s) {lacking}, which {where} lacks. Fix: choose a setting that "
+                f"reads the columns it has, or use files with them (the hub's DAPFAM files have all)."
+            )
 
     @cached_property
     def doc_ipc_codes(self) -> dict:
         """``{doc id: full IPC codes}`` (``ipcr_codes_str``), read on first use, for levers that want
         IPC4 or section features; a clear error where the corpus lacks the column."""
         if not hasattr(self.corpus, "column"):
-            raise DataError(f"dataset {self.name}: its corpus format has no {S.IPC_FULL!r} column. Fix: use "
-                            f"DAPFAM-format parquet files.")
+            raise DataError(
+                f"dataset {self.name}: its corpus format has no {S.IPC_FULL!r} column. Fix: use "
+                f"DAPFAM-format parquet files."
+            )
         return self.corpus.column(S.IPC_FULL)
 
     @cached_property
@@ -87,8 +99,9 @@ class Dataset:
         domain_source) makes other scores."""
         import hashlib
 
-        table = (self.positives.sort_values(["query_id", "doc_id"]).to_csv(index=False)
-                 + self.judged.sort_values(["query_id", "doc_id"]).to_csv(index=False))
+        table = self.positives.sort_values(["query_id", "doc_id"]).to_csv(index=False) + self.judged.sort_values(
+            ["query_id", "doc_id"]
+        ).to_csv(index=False)
         return hashlib.sha256(table.encode()).hexdigest()[:16]
 
     @property
@@ -110,26 +123,40 @@ class Dataset:
 
     def summary(self) -> dict:
         pos = self.positives
-        return {"dataset": self.name, "queries": len(self.queries), "documents": self.n_docs,
-                "positive_pairs": len(pos), "in_pairs": int((pos["domain"] == "IN").sum()),
-                "out_pairs": int((pos["domain"] == "OUT").sum()),
-                "domain_disagreements": self.domain_check.disagreements}
+        return {
+            "dataset": self.name,
+            "queries": len(self.queries),
+            "documents": self.n_docs,
+            "positive_pairs": len(pos),
+            "in_pairs": int((pos["domain"] == "IN").sum()),
+            "out_pairs": int((pos["domain"] == "OUT").sum()),
+            "domain_disagreements": self.domain_check.disagreements,
+        }
 
 
 def _make(name: str, parts: dict, opts: dict, source: dict) -> Dataset:
-    return Dataset(name=name, fingerprint=parts["fingerprint"], queries=parts["queries"], qrels_raw=parts["qrels"],
-                   doc_ipc3=parts["doc_ipc3"], corpus=parts["corpus"], domain_source=opts.get("domain_source", "file"),
-                   drop_self_hits=bool(opts.get("drop_self_hits", True)), corpus_fingerprint=parts["corpus_fingerprint"],
-                   missing=parts.get("missing", {}),
-                   source={**source, "files": parts["files"], "fingerprint": parts["fingerprint"]})
+    return Dataset(
+        name=name,
+        fingerprint=parts["fingerprint"],
+        queries=parts["queries"],
+        qrels_raw=parts["qrels"],
+        doc_ipc3=parts["doc_ipc3"],
+        corpus=parts["corpus"],
+        domain_source=opts.get("domain_source", "file"),
+        drop_self_hits=bool(opts.get("drop_self_hits", True)),
+        corpus_fingerprint=parts["corpus_fingerprint"],
+        missing=parts.get("missing", {}),
+        source={**source, "files": parts["files"], "fingerprint": parts["fingerprint"]},
+    )
 
 
 def _opts(domain_source: str = "file", unknown_ids: str = "keep", drop_self_hits: bool = True) -> dict:
     return {"domain_source": domain_source, "unknown_ids": unknown_ids, "drop_self_hits": drop_self_hits}
 
 
-def load_local(path: str | Path, files: dict | None = None, name: str = "local", digest_cache: Path | None = None,
-               **opts) -> Dataset:
+def load_local(
+    path: str | Path, files: dict | None = None, name: str = "local", digest_cache: Path | None = None, **opts
+) -> Dataset:
     from .dapfam import read_local
 
     opts = _opts(**opts)
@@ -145,8 +172,15 @@ def load_beir(path: str | Path, split: str = "test", digest_cache: Path | None =
     return _make("beir", parts, opts, {"type": "beir", "path": str(Path(path).resolve())})
 
 
-def load_hub(repo_id: str, revision: str, files: dict | None = None, cache_dir: str | None = None,
-             digest_cache: Path | None = None, local_files_only: bool = False, **opts) -> Dataset:
+def load_hub(
+    repo_id: str,
+    revision: str,
+    files: dict | None = None,
+    cache_dir: str | None = None,
+    digest_cache: Path | None = None,
+    local_files_only: bool = False,
+    **opts,
+) -> Dataset:
     from .dapfam import DEFAULT_FILES, download_hub, read_local
 
     opts = _opts(**opts)
@@ -173,8 +207,11 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
     from .digest import default_cache
 
     kind = cfg.get("type")
-    opts = {"domain_source": cfg.get("domain_source", "file"), "unknown_ids": cfg.get("unknown_ids", "keep"),
-            "drop_self_hits": cfg.get("drop_self_hits", True)}
+    opts = {
+        "domain_source": cfg.get("domain_source", "file"),
+        "unknown_ids": cfg.get("unknown_ids", "keep"),
+        "drop_self_hits": cfg.get("drop_self_hits", True),
+    }
     if not isinstance(opts["drop_self_hits"], bool):
         raise DataError(f"dataset.drop_self_hits={opts['drop_self_hits']!r}: expected true or false.")
     cache = default_cache(artifacts_root)
@@ -187,16 +224,29 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
         ds = load_mini(artifacts_root, params, **opts)
     elif kind == "local":
         if not cfg.get("path"):
-            raise DataError("dataset=local needs dataset.path=DIR (a folder with queries.parquet, corpus.parquet, qrels_all.parquet).")
+            raise DataError(
+                "dataset=local needs dataset.path=DIR (a folder with queries.parquet, corpus.parquet, qrels_all.parquet)."
+            )
         ds = load_local(cfg.path, dict(cfg.get("files") or {}), digest_cache=cache, **opts)
     elif kind == "beir":
         if not cfg.get("path"):
-            raise DataError("dataset=beir needs dataset.path=DIR (a folder with corpus.jsonl, queries.jsonl, qrels/test.tsv).")
+            raise DataError(
+                "dataset=beir needs dataset.path=DIR (a folder with corpus.jsonl, queries.jsonl, qrels/test.tsv)."
+            )
         ds = load_beir(cfg.path, cfg.get("split", "test"), digest_cache=cache, **opts)
     elif kind == "hub":
-        ds = load_hub(cfg.repo_id, cfg.revision, dict(cfg.get("files") or {}), cfg.get("cache_dir"), digest_cache=cache,
-                      local_files_only=bool(cfg.get("local_files_only", False)), **opts)
+        ds = load_hub(
+            cfg.repo_id,
+            cfg.revision,
+            dict(cfg.get("files") or {}),
+            cfg.get("cache_dir"),
+            digest_cache=cache,
+            local_files_only=bool(cfg.get("local_files_only", False)),
+            **opts,
+        )
     else:
-        raise DataError(f"dataset.type={kind!r}: expected one of mini, local, beir, hub. Fix: choose dataset=mini|local|beir|dapfam.")
+        raise DataError(
+            f"dataset.type={kind!r}: expected one of mini, local, beir, hub. Fix: choose dataset=mini|local|beir|dapfam."
+        )
     log.info("dataset %s: %s", ds.name, ds.summary())
     return ds

@@ -8,6 +8,7 @@ Queries and qrels are small and read whole. The corpus is about 3 GB of text on 
 ids and IPC3 codes are read up front; text is streamed in record batches, only the columns a view
 needs, through :meth:`ParquetCorpus.iter_batches`.
 """
+
 from __future__ import annotations
 
 import logging
@@ -57,8 +58,10 @@ class ParquetCorpus:
             except StopIteration:
                 return
             except (UnicodeDecodeError, ValueError) as e:
-                raise DataError(f"{self.path}: cannot read columns {cols}: {str(e).splitlines()[0]}. Fix: re-encode "
-                                f"the text as UTF-8 and write the file again.") from e
+                raise DataError(
+                    f"{self.path}: cannot read columns {cols}: {str(e).splitlines()[0]}. Fix: re-encode "
+                    f"the text as UTF-8 and write the file again."
+                ) from e
             frame = checked(batch, self.path).to_pandas()
             for c in wanted:
                 if c not in frame:
@@ -73,11 +76,14 @@ def check_columns(path: Path, required: list[str]) -> None:
     """Raise a :class:`DataError` naming the file and every missing column, or a text column
     stored as bytes (whose text would otherwise be rendered as ``b'...'``)."""
     if not path.exists():
-        raise DataError(f"{path}: file not found. Fix: point dataset.path at a folder holding "
-                        f"{', '.join(DEFAULT_FILES.values())} (the hub's DAPFAM layout).")
+        raise DataError(
+            f"{path}: file not found. Fix: point dataset.path at a folder holding "
+            f"{', '.join(DEFAULT_FILES.values())} (the hub's DAPFAM layout)."
+        )
     if not path.is_file():
-        raise DataError(f"{path}: not a file. Fix: point dataset.path at a folder holding "
-                        f"{', '.join(DEFAULT_FILES.values())}.")
+        raise DataError(
+            f"{path}: not a file. Fix: point dataset.path at a folder holding {', '.join(DEFAULT_FILES.values())}."
+        )
     try:
         schema = pq.read_schema(path)
     except Exception as e:  # not parquet, truncated, ...
@@ -91,9 +97,13 @@ def check_columns(path: Path, required: list[str]) -> None:
     import pyarrow as pa
 
     for col in TEXT_COLUMNS:
-        if col in required and (pa.types.is_binary(schema.field(col).type) or pa.types.is_large_binary(schema.field(col).type)):
-            raise DataError(f"{path}: column {col!r} holds bytes, not text. Fix: decode it and store it as UTF-8 "
-                            f"strings (pandas: df[{col!r}].str.decode('utf-8')).")
+        if col in required and (
+            pa.types.is_binary(schema.field(col).type) or pa.types.is_large_binary(schema.field(col).type)
+        ):
+            raise DataError(
+                f"{path}: column {col!r} holds bytes, not text. Fix: decode it and store it as UTF-8 "
+                f"strings (pandas: df[{col!r}].str.decode('utf-8'))."
+            )
 
 
 def read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -101,8 +111,10 @@ def read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
     try:
         table = pq.read_table(path, columns=columns)
     except (UnicodeDecodeError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError
-        raise DataError(f"{path}: cannot read columns {columns}: {str(e).splitlines()[0]}. Fix: re-encode the text "
-                        f"as UTF-8 and write the file again.") from e
+        raise DataError(
+            f"{path}: cannot read columns {columns}: {str(e).splitlines()[0]}. Fix: re-encode the text "
+            f"as UTF-8 and write the file again."
+        ) from e
     return checked(table, path).to_pandas()
 
 
@@ -116,8 +128,10 @@ def checked(table, path: Path):
             try:
                 column.validate(full=True)
             except pa.ArrowInvalid as e:
-                raise DataError(f"{path}: column {name!r} holds text that is not valid UTF-8 ({str(e).splitlines()[0]}). "
-                                f"Fix: re-encode the text as UTF-8 and write the file again.") from None
+                raise DataError(
+                    f"{path}: column {name!r} holds text that is not valid UTF-8 ({str(e).splitlines()[0]}). "
+                    f"Fix: re-encode the text as UTF-8 and write the file again."
+                ) from None
     return table
 
 
@@ -128,20 +142,25 @@ def fingerprint_file(path: Path, cache: Path | None = None) -> str:
     return file_digest(path, cache)
 
 
-def read_local(path: str | Path, files: dict | None = None, unknown_ids: str = "keep",
-               digest_cache: Path | None = None) -> dict:
+def read_local(
+    path: str | Path, files: dict | None = None, unknown_ids: str = "keep", digest_cache: Path | None = None
+) -> dict:
     """Read and validate a DAPFAM-format folder. Returns the parts a :class:`Dataset` is made of."""
     root = Path(path).expanduser().resolve()
     if not root.is_dir():
-        raise DataError(f"{root}: no such folder. Fix: set dataset.path to a folder with "
-                        f"{', '.join(DEFAULT_FILES.values())}.")
+        raise DataError(
+            f"{root}: no such folder. Fix: set dataset.path to a folder with {', '.join(DEFAULT_FILES.values())}."
+        )
     files = {**DEFAULT_FILES, **(files or {})}
     qpath, cpath, rpath = (root / files[k] for k in ("queries", "corpus", "qrels"))
     check_columns(qpath, S.REQUIRED["queries"])
     check_columns(cpath, S.REQUIRED["corpus"])
     check_columns(rpath, S.REQUIRED["qrels"])
-    missing = {"queries": absent(qpath, S.QUERY_COLUMNS), "corpus": absent(cpath, S.CORPUS_COLUMNS),
-               "qrels": absent(rpath, [S.DOMAIN])}
+    missing = {
+        "queries": absent(qpath, S.QUERY_COLUMNS),
+        "corpus": absent(cpath, S.CORPUS_COLUMNS),
+        "qrels": absent(rpath, [S.DOMAIN]),
+    }
     check_columns(qpath, [c for c in S.QUERY_COLUMNS if c not in missing["queries"]])  # text stored as bytes
     check_columns(cpath, [c for c in S.CORPUS_COLUMNS if c not in missing["corpus"]])
     for part, cols in missing.items():
@@ -176,8 +195,9 @@ def read_optional(path: Path, columns: list[str], missing: list[str]) -> pd.Data
     return frame
 
 
-def download_hub(repo_id: str, revision: str, files: dict, cache_dir: str | None = None,
-                 local_files_only: bool = False) -> tuple[Path, str]:
+def download_hub(
+    repo_id: str, revision: str, files: dict, cache_dir: str | None = None, local_files_only: bool = False
+) -> tuple[Path, str]:
     """The three files of a hub dataset at ``revision`` through huggingface_hub's cache: the
     snapshot folder and the commit. A pinned commit is immutable, so files already in the cache
     are used without asking the hub (offline, air-gapped nodes, ``HF_HUB_OFFLINE``); anything else
@@ -187,8 +207,14 @@ def download_hub(repo_id: str, revision: str, files: dict, cache_dir: str | None
     from huggingface_hub import HfApi, hf_hub_download
 
     def fetch(commit: str, local: bool) -> dict:
-        return {k: Path(hf_hub_download(repo_id, name, repo_type="dataset", revision=commit, cache_dir=cache_dir,
-                                        local_files_only=local)) for k, name in files.items()}
+        return {
+            k: Path(
+                hf_hub_download(
+                    repo_id, name, repo_type="dataset", revision=commit, cache_dir=cache_dir, local_files_only=local
+                )
+            )
+            for k, name in files.items()
+        }
 
     paths, commit = None, revision
     if re.fullmatch(r"[0-9a-f]{40}", revision or ""):
@@ -211,5 +237,7 @@ def download_hub(repo_id: str, revision: str, files: dict, cache_dir: str | None
     # Names may hold sub-folders ("data/corpus.parquet"): the snapshot root is above them.
     roots = {p.parents[len(Path(files[k]).parts) - 1] for k, p in paths.items()}
     if len(roots) != 1:
-        raise DataError(f"hub dataset {repo_id}@{revision}: the files resolved to several snapshots {sorted(map(str, roots))}.")
+        raise DataError(
+            f"hub dataset {repo_id}@{revision}: the files resolved to several snapshots {sorted(map(str, roots))}."
+        )
     return roots.pop(), commit

@@ -8,6 +8,7 @@ file that is rewritten (any edit changes mtime or inode) is hashed again, an unt
 The cache is a small JSON file under the artifact root (``indexes/digests.json``); a read-only
 root simply hashes every time.
 """
+
 from __future__ import annotations
 
 import hashlib

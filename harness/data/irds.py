@@ -10,6 +10,7 @@ positives. Registration is lazy: nothing is loaded (or downloaded) until an id i
 Any loaded :class:`harness.data.Dataset` (a local folder, a BEIR folder) can be registered under
 a prefix of your choice with :func:`register`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -110,7 +111,9 @@ def register(prefix: str, get: Callable, doc_view: str = "FULL", query_view: str
     for s in SUBSETS:
         name = f"{prefix}/{s.lower()}"
         if name not in ir_datasets.registry:
-            ir_datasets.registry.register(name, IrdsDataset(_Docs(get, doc_view), _Queries(get, query_view), _Qrels(get, s)))
+            ir_datasets.registry.register(
+                name, IrdsDataset(_Docs(get, doc_view), _Queries(get, query_view), _Qrels(get, s))
+            )
         ids.append(name)
     return ids
 

@@ -15,6 +15,7 @@ What it imitates, and why each part is there:
 Everything comes from one ``numpy`` generator seeded by ``seed``: the same parameters always give
 byte-identical files, so artifacts keyed by them stay valid.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,10 +48,18 @@ def _text(rng, n: int, pools: list[tuple[list[str], float]]) -> str:
     return " ".join(pools[k][0][int(rng.integers(len(pools[k][0])))] for k in which)
 
 
-def generate(n_docs: int = 300, n_queries: int = 30, n_domains: int = 4, topics_per_domain: int = 4,
-             n_concepts: int = 6, in_per_query: int = 6, out_per_query: int = 2,
-             description_words: tuple[int, int] = (250, 500), second_code_rate: float = 0.1,
-             seed: int = 13) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def generate(
+    n_docs: int = 300,
+    n_queries: int = 30,
+    n_domains: int = 4,
+    topics_per_domain: int = 4,
+    n_concepts: int = 6,
+    in_per_query: int = 6,
+    out_per_query: int = 2,
+    description_words: tuple[int, int] = (250, 500),
+    second_code_rate: float = 0.1,
+    seed: int = 13,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Return ``(queries, corpus, qrels)`` frames with DAPFAM's column names."""
     if not 2 <= n_domains <= len(DOMAIN_CODES):
         raise ValueError(f"dataset.n_domains must be 2..{len(DOMAIN_CODES)}, got {n_domains}")
@@ -69,23 +78,35 @@ def generate(n_docs: int = 300, n_queries: int = 30, n_domains: int = 4, topics_
         n_desc = int(rng.integers(*description_words))
         # Signal in one stretch of the description, generic text around it: passages matter.
         start = int(rng.integers(0, max(1, n_desc - 80)))
-        desc = " ".join(filter(None, [_text(rng, start, noise), _text(rng, 80, signal),
-                                      _text(rng, max(0, n_desc - start - 80), noise)]))
+        desc = " ".join(
+            filter(
+                None, [_text(rng, start, noise), _text(rng, 80, signal), _text(rng, max(0, n_desc - start - 80), noise)]
+            )
+        )
         codes = [d]
         if rng.random() < second_code_rate:
             codes.append(domains[int(rng.integers(n_domains))])
         return {
-            "id": fid, "domain": d, "topic": t, "concept": c,
+            "id": fid,
+            "domain": d,
+            "topic": t,
+            "concept": c,
             S.TITLE: _text(rng, int(rng.integers(5, 10)), [(tw, 0.4), (cw, 0.2), (generic, 0.4)]),
             S.ABSTRACT: _text(rng, int(rng.integers(40, 80)), [(tw, 0.25), (cw, 0.15), (dv, 0.25), (generic, 0.35)]),
             S.CLAIMS: _text(rng, int(rng.integers(60, 120)), [(tw, 0.2), (cw, 0.1), (dv, 0.3), (generic, 0.4)]),
             S.DESCRIPTION: desc,
-            S.KEYWORDS: "; ".join(rng.choice(tw, 3, replace=False).tolist() + rng.choice(cw, 2, replace=False).tolist()),
+            S.KEYWORDS: "; ".join(
+                rng.choice(tw, 3, replace=False).tolist() + rng.choice(cw, 2, replace=False).tolist()
+            ),
             S.IPC3: sorted(set(codes)),
         }
 
     def draw() -> tuple[str, int, int]:
-        return domains[int(rng.integers(n_domains))], int(rng.integers(topics_per_domain)), int(rng.integers(n_concepts))
+        return (
+            domains[int(rng.integers(n_domains))],
+            int(rng.integers(topics_per_domain)),
+            int(rng.integers(n_concepts)),
+        )
 
     docs = [family(f"MINI-D{i:05d}", *draw()) for i in range(n_docs)]
     queries = [family(f"MINI-Q{i:04d}", *draw()) for i in range(n_queries)]
@@ -106,7 +127,7 @@ def generate(n_docs: int = 300, n_queries: int = 30, n_domains: int = 4, topics_
             dom = "IN" if set(q[S.IPC3]) & set(d[S.IPC3]) else "OUT"
             rows.append({S.QUERY_ID: q["id"], S.DOC_ID: d["id"], S.RELEVANCE: 1, S.DOMAIN: dom})
         negatives = [d for d in docs if d["id"] not in pos_ids]
-        for i in rng.permutation(len(negatives))[:len(picked)]:
+        for i in rng.permutation(len(negatives))[: len(picked)]:
             rows.append({S.QUERY_ID: q["id"], S.DOC_ID: negatives[i]["id"], S.RELEVANCE: 0, S.DOMAIN: "NC"})
 
     qf = pd.DataFrame(queries).rename(columns={"id": S.QUERY_ID})

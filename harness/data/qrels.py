@@ -11,6 +11,7 @@ The label is also recomputed from the IPC3 lists of query and target and compare
 ``domain_rel``; disagreements are reported, and ``dataset.domain_source`` (``file`` | ``ipc3``)
 decides which label is used.
 """
+
 from __future__ import annotations
 
 import logging
@@ -43,8 +44,10 @@ class DomainCheck:
     def __str__(self) -> str:
         if not self.disagreements:
             return f"domain_rel agrees with IPC3 overlap on all {self.pairs} positive pairs"
-        return (f"domain_rel disagrees with IPC3 overlap on {self.disagreements} of {self.pairs} positive pairs, "
-                f"e.g. {self.examples[:3]}")
+        return (
+            f"domain_rel disagrees with IPC3 overlap on {self.disagreements} of {self.pairs} positive pairs, "
+            f"e.g. {self.examples[:3]}"
+        )
 
 
 def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain_source: str = "file"):
@@ -58,8 +61,10 @@ def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain
     pos = qrels[qrels[S.RELEVANCE] > 0].copy()
     q_codes = dict(zip(queries[S.QUERY_ID], queries[S.IPC3]))
     # No codes on either side (or a document missing from the corpus): the overlap is unknown, not OUT.
-    pos["ipc3_domain"] = [ipc3_domain(q_codes[q], doc_ipc3[d]) if q_codes[q] and doc_ipc3.get(d) else None
-                          for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])]
+    pos["ipc3_domain"] = [
+        ipc3_domain(q_codes[q], doc_ipc3[d]) if q_codes[q] and doc_ipc3.get(d) else None
+        for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])
+    ]
     labelled = pos[S.DOMAIN].isin(["IN", "OUT"])
     known = pos["ipc3_domain"].notna()
     disagree = pos[labelled & known & (pos[S.DOMAIN] != pos["ipc3_domain"])]
@@ -79,11 +84,15 @@ def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain
     else:
         pos["domain"] = pos[S.DOMAIN].where(labelled, pos["ipc3_domain"])
     if pos["domain"].isna().any():
-        log.warning("%d positive pairs have no IN/OUT label and no IPC3 codes to compute one (a query or document "
-                    "without codes, or a document missing from the corpus): they count in ALL only",
-                    int(pos["domain"].isna().sum()))
+        log.warning(
+            "%d positive pairs have no IN/OUT label and no IPC3 codes to compute one (a query or document "
+            "without codes, or a document missing from the corpus): they count in ALL only",
+            int(pos["domain"].isna().sum()),
+        )
     if check.disagreements:
-        log.warning("%s; using the %s label (dataset.domain_source)", check, "IPC3" if domain_source == "ipc3" else "file's")
+        log.warning(
+            "%s; using the %s label (dataset.domain_source)", check, "IPC3" if domain_source == "ipc3" else "file's"
+        )
     out = pos.rename(columns={S.QUERY_ID: "query_id", S.DOC_ID: "doc_id", S.RELEVANCE: "relevance"})
     return out[["query_id", "doc_id", "relevance", "domain"]].reset_index(drop=True), check
 
@@ -94,10 +103,10 @@ def grade_scale(qrels: pd.DataFrame) -> int:
     if (rel == rel.round()).all():
         return 1
     for digits in range(1, 7):
-        scaled = rel * 10 ** digits
+        scaled = rel * 10**digits
         if ((scaled - scaled.round()).abs() < 1e-6).all():
             break
-    return 10 ** digits
+    return 10**digits
 
 
 def integer_grades(qrels: pd.DataFrame) -> pd.DataFrame:

@@ -6,6 +6,7 @@ indexing cost) grow with the corpus as in real text. ``bench/dapfam_scale.py`` a
 :func:`harness.cost.calibrate` use this one generator, so an estimate calibrated on a small
 corpus of it can be checked against a full-size run of it.
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -34,8 +35,9 @@ def texts(n: int, words: int, rng: np.random.Generator, vocab_seed: int = 0) -> 
     return [" ".join(r) for r in vocab[rng.zipf(ZIPF, size=(n, words)) % len(vocab)]]
 
 
-def write_dataset(folder: Path, families: int, chars: int, queries: int, query_chars: int, seed: int = 0,
-                  batch: int = 500) -> int:
+def write_dataset(
+    folder: Path, families: int, chars: int, queries: int, query_chars: int, seed: int = 0, batch: int = 500
+) -> int:
     """A DAPFAM-format folder (corpus.parquet streamed in batches, queries.parquet, qrels_all.parquet)
     of ``families`` families of about ``chars`` characters of full text and ``queries`` queries of
     about ``query_chars`` characters of title + abstract + claims. Returns the corpus characters."""
@@ -52,20 +54,44 @@ def write_dataset(folder: Path, families: int, chars: int, queries: int, query_c
         ids = [f"FAM{start + i:07d}" for i in range(n)]
         desc = texts(n, chars // CHARS_PER_WORD, rng, seed)
         total += sum(len(d) for d in desc)
-        table = pa.table({S.DOC_ID: ids, S.TITLE: ["title " + i for i in ids], S.ABSTRACT: [d[:1000] for d in desc],
-                          S.CLAIMS: [d[1000:5000] for d in desc], S.DESCRIPTION: [d[5000:] for d in desc],
-                          S.IPC3: [[str(codes[(start + i) % len(codes)])] for i in range(n)]})
+        table = pa.table(
+            {
+                S.DOC_ID: ids,
+                S.TITLE: ["title " + i for i in ids],
+                S.ABSTRACT: [d[:1000] for d in desc],
+                S.CLAIMS: [d[1000:5000] for d in desc],
+                S.DESCRIPTION: [d[5000:] for d in desc],
+                S.IPC3: [[str(codes[(start + i) % len(codes)])] for i in range(n)],
+            }
+        )
         writer = writer or pq.ParquetWriter(folder / "corpus.parquet", table.schema)
         writer.write_table(table)
     writer.close()
     qids = [f"Q{i:05d}" for i in range(queries)]
     text = texts(queries, query_chars // CHARS_PER_WORD, rng, seed)
-    pq.write_table(pa.table({S.QUERY_ID: qids, S.TITLE: [t[:80] for t in text], S.ABSTRACT: [t[80:1000] for t in text],
-                             S.CLAIMS: [t[1000:] for t in text], S.KEYWORDS: [""] * queries,
-                             S.IPC3: [[str(codes[i % len(codes)])] for i in range(queries)]}), folder / "queries.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                S.QUERY_ID: qids,
+                S.TITLE: [t[:80] for t in text],
+                S.ABSTRACT: [t[80:1000] for t in text],
+                S.CLAIMS: [t[1000:] for t in text],
+                S.KEYWORDS: [""] * queries,
+                S.IPC3: [[str(codes[i % len(codes)])] for i in range(queries)],
+            }
+        ),
+        folder / "queries.parquet",
+    )
     rel = [(i, int(d)) for i in range(queries) for d in rng.choice(families, min(5, families), replace=False)]
-    pq.write_table(pa.table({S.QUERY_ID: [qids[i] for i, _ in rel], S.DOC_ID: [f"FAM{d:07d}" for _, d in rel],
-                             S.RELEVANCE: [1] * len(rel),
-                             S.DOMAIN: ["IN" if i % len(codes) == d % len(codes) else "OUT" for i, d in rel]}),
-                   folder / "qrels_all.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                S.QUERY_ID: [qids[i] for i, _ in rel],
+                S.DOC_ID: [f"FAM{d:07d}" for _, d in rel],
+                S.RELEVANCE: [1] * len(rel),
+                S.DOMAIN: ["IN" if i % len(codes) == d % len(codes) else "OUT" for i, d in rel],
+            }
+        ),
+        folder / "qrels_all.parquet",
+    )
     return total

@@ -4,6 +4,7 @@ Join order is fixed and documented: title, abstract, claims, description, fields
 blank line (``"\\n\\n"``); empty fields are skipped, so a family without an abstract renders its
 title alone rather than a title and a dangling separator.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
@@ -58,8 +59,10 @@ def query_texts(queries: pd.DataFrame, view: str) -> dict[str, str]:
     """``{query_id: text}`` for a query view; queries whose view is empty are kept with ``""``."""
     texts = dict(zip(queries[S.QUERY_ID], render(queries, fields(view, "query"))))
     if not any(texts.values()):
-        raise DataError(f"query_fields={view}: every query text is empty. Fix: choose a view whose fields "
-                        f"the queries file fills (e.g. TA).")
+        raise DataError(
+            f"query_fields={view}: every query text is empty. Fix: choose a view whose fields "
+            f"the queries file fills (e.g. TA)."
+        )
     return texts
 
 
