@@ -8,3 +8,16 @@ Importing the package starts nothing: modules that need Java import :mod:`harnes
 """
 
 __version__ = "0.1.0"
+
+
+def fast_tier_guard(what: str) -> None:
+    """Refuse to start ``what`` (the JVM, a model) under ``HARNESS_FAST_TIER=1``, which ``make
+    check`` sets: its tests must need neither, and one that does fails saying how to move it to
+    the full tier, instead of making the quick loop slow unseen."""
+    import os
+
+    if os.environ.get("HARNESS_FAST_TIER") == "1":
+        raise RuntimeError(
+            f"the fast test tier (make check, HARNESS_FAST_TIER=1) starts no {what}, and this test needs "
+            f"one. Fix: mark the test @pytest.mark.slow (see README 'Development')."
+        )

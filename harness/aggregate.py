@@ -13,10 +13,16 @@ Vectorised with pandas group-bys; the result is sorted as trec_eval ranks (see :
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from .data.schema import PASSAGE_SEP
 from .runs import sort_run, top_k
+
+if TYPE_CHECKING:
+    from .experiment import Experiment
+    from .store import Artifact
 
 AGGREGATIONS = ("maxp", "avgp", "sump", "avg_top3")  # what `aggregation=` may choose
 METHODS = AGGREGATIONS + ("identity",)
@@ -50,7 +56,7 @@ def aggregate(run: pd.DataFrame, method: str, k: int | None = None) -> pd.DataFr
     return top_k(out, k) if k else sort_run(out)
 
 
-def node(exp, unit_run):
+def node(exp: Experiment, unit_run: Artifact) -> Artifact:
     """The family run stage: aggregate a unit run (identity for documents), drop self-hits, cut to k."""
     import logging
 

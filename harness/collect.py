@@ -25,8 +25,10 @@ from __future__ import annotations
 import logging
 import shutil
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -72,7 +74,7 @@ def recorded(store: Store, key: str, kinds: dict[str, tuple[str, Path]], seen: s
         recorded(store, p["key"], kinds, seen)
 
 
-def reachable(store: Store, results: Path, sweep_args: list[str] = ()) -> tuple[set[str], list[str]]:
+def reachable(store: Store, results: Path, sweep_args: Sequence[str] = ()) -> tuple[set[str], list[str]]:
     """Keys the current code computes for the results table's experiments and the named sweeps,
     and the rows that could not be planned (whose recorded artifacts are kept instead)."""
     from . import data
@@ -82,9 +84,9 @@ def reachable(store: Store, results: Path, sweep_args: list[str] = ()) -> tuple[
     keys: set[str] = set()
     kept: list[str] = []
     disk = on_disk(store)
-    datasets: dict[str, object] = {}
+    datasets: dict[str, Any] = {}
     rows = read_rows(results) if results.exists() else []
-    configs = {}
+    configs: dict[str, dict] = {}
     for row in rows:
         configs.setdefault(OmegaConf.to_yaml(OmegaConf.create(row["config"])), row)
     for row in configs.values():
@@ -133,14 +135,14 @@ def unreachable(store: Store, keys: set[str]) -> list[Garbage]:
 
 
 def collect(
-    store: Store, results: Path, dry_run: bool = True, sweep_args: list[str] = ()
+    store: Store, results: Path, dry_run: bool = True, sweep_args: Sequence[str] = ()
 ) -> tuple[list[Garbage], list[str]]:
     """The unreachable artifacts (removed unless ``dry_run``) and the rows kept unplanned."""
     keys, kept = reachable(store, results, sweep_args)
     garbage = unreachable(store, keys)
     if not dry_run:
         for g in garbage:
-            with store.lock(_Named(g.kind, g.key)):  # never under a builder's feet
+            with store.lock(_Named(g.kind, g.key)):  # type: ignore[arg-type]  # never under a builder's feet
                 trash = g.path.with_name(f".{g.key}.gc.tmp")
                 g.path.rename(trash)
                 shutil.rmtree(trash, ignore_errors=True)

@@ -22,25 +22,86 @@ class ConfigError(ValueError):
     """A config value the harness cannot run with; the message names the key and the fix."""
 
 
-def _choices(name: str, *values: str) -> type[StrEnum]:
-    """A string enum whose members are named by their values (``granularity=passage``)."""
-    return StrEnum(name, {v: v for v in values})
+# Each choice is a string enum whose members are named by their values (``granularity=passage``).
 
 
-QueryView = _choices("QueryView", "T", "TA", "TAC", "KW")
-TargetView = _choices("TargetView", "TA", "TAC", "FULL", "DESC")
-Granularity = _choices("Granularity", "document", "passage")
-Aggregation = _choices("Aggregation", "maxp", "avgp", "sump", "avg_top3")
-Tokenizer = _choices("Tokenizer", "auto", "words", "encoder")
-Pooling = _choices("Pooling", "mean", "cls")
-DType = _choices("DType", "float32", "float16", "bfloat16")
-Quantization = _choices("Quantization", "none", "int8")
-FusionMethod = _choices("FusionMethod", "rrf", "interpolation", "average")
-PRFMethod = _choices("PRFMethod", "rm3", "rocchio")
-DensePRFMethod = _choices("DensePRFMethod", "average", "rocchio")
-RerankMethod = _choices("RerankMethod", "ipc3_disjoint")
-DomainSource = _choices("DomainSource", "file", "ipc3")
-UnknownIds = _choices("UnknownIds", "keep", "drop", "error")
+class QueryView(StrEnum):
+    T = "T"
+    TA = "TA"
+    TAC = "TAC"
+    KW = "KW"
+
+
+class TargetView(StrEnum):
+    TA = "TA"
+    TAC = "TAC"
+    FULL = "FULL"
+    DESC = "DESC"
+
+
+class Granularity(StrEnum):
+    document = "document"
+    passage = "passage"
+
+
+class Aggregation(StrEnum):
+    maxp = "maxp"
+    avgp = "avgp"
+    sump = "sump"
+    avg_top3 = "avg_top3"
+
+
+class Tokenizer(StrEnum):
+    auto = "auto"
+    words = "words"
+    encoder = "encoder"
+
+
+class Pooling(StrEnum):
+    mean = "mean"
+    cls = "cls"
+
+
+class DType(StrEnum):
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class Quantization(StrEnum):
+    none = "none"
+    int8 = "int8"
+
+
+class FusionMethod(StrEnum):
+    rrf = "rrf"
+    interpolation = "interpolation"
+    average = "average"
+
+
+class PRFMethod(StrEnum):
+    rm3 = "rm3"
+    rocchio = "rocchio"
+
+
+class DensePRFMethod(StrEnum):
+    average = "average"
+    rocchio = "rocchio"
+
+
+class RerankMethod(StrEnum):
+    ipc3_disjoint = "ipc3_disjoint"
+
+
+class DomainSource(StrEnum):
+    file = "file"
+    ipc3 = "ipc3"
+
+
+class UnknownIds(StrEnum):
+    keep = "keep"
+    drop = "drop"
+    error = "error"
 
 
 @dataclass

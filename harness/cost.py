@@ -25,7 +25,7 @@ import os
 import platform
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from .data import schema as S
@@ -53,7 +53,7 @@ def sizes(ds, root: Path) -> dict:
     if ds.fingerprint in known:
         return known[ds.fingerprint]
     cols = {f: c for c, f in FIELD_OF.items() if c in S.CORPUS_COLUMNS}
-    chars = Counter()
+    chars: Counter[str] = Counter()
     for batch in ds.corpus.iter_batches(list(cols.values())):
         for f, c in cols.items():
             chars[f] += int(batch[c].fillna("").astype(str).str.len().sum())
@@ -77,7 +77,7 @@ def chars_per_token(ds, encoder_cfg, sample: int = 200) -> float:
     from .backends.dense import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(encoder_cfg.model, encoder_cfg.revision))
-    texts = [t for _, t in zip(range(sample), V.target_texts(ds.corpus, "FULL")) for t in [t[1]] if t]
+    texts = [text for _, (_, text) in zip(range(sample), V.target_texts(ds.corpus, "FULL")) if text]
     tokens = sum(len(x) for x in tok(texts, add_special_tokens=False, verbose=False)["input_ids"])
     return sum(map(len, texts)) / max(1, tokens)
 
@@ -133,7 +133,7 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
             points.append({**_bm25_point(families, *threads, queries=300), "near_target": True})
     points.sort(key=lambda p: p["chars"])
     runs_key = f"{host}|runs"
-    runs = known.get(runs_key) if "score_s_per_query" in known.get(runs_key, {}) else _calibrate_runs()
+    runs: dict = known[runs_key] if "score_s_per_query" in known.get(runs_key, {}) else _calibrate_runs()
     if enc_key not in known:
         log.info("calibrating the encoder on this machine (cached in %s)", cache)
     encoder = known.get(enc_key) or _calibrate_encoder(e)
@@ -198,8 +198,8 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
     from .store import Store
     from .sweep import compose
 
-    with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp_name:
+        tmp = Path(tmp_name)
         synthetic.write_dataset(tmp / "data", families, FAMILY_CHARS, queries, QUERY_CHARS, seed=families)
         cfg = compose(
             [
@@ -343,10 +343,12 @@ def unit_shape(units, size: dict, c: dict, cfg) -> tuple[float, float]:
     return words / p["stride"] + fam / 2, min(p["length"] * 6.0 / c["chars_per_token"], cfg.encoder.max_length)
 
 
-def estimate(nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, reach: dict | None = None) -> Counter:
+def estimate(
+    nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, reach: dict | None = None
+) -> defaultdict[str, float]:
     """Predicted seconds per artifact kind for the nodes whose keys are in ``missing``. ``reach``
     (optional) gets, per kind, the largest index (characters) or sequence (tokens) it predicts for."""
-    out = Counter()
+    out: defaultdict[str, float] = defaultdict(float)  # a missing kind reads as 0 s
     reach = {} if reach is None else reach
     points = c["bm25_points"]
     streamed = set()

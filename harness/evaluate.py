@@ -20,10 +20,16 @@ on such qrels by :func:`check_grade_scaling` rather than computed on scaled grad
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import ir_measures
 import pandas as pd
 
 from .data.qrels import SUBSETS, grade_scale, integer_grades
+
+if TYPE_CHECKING:
+    from .experiment import Experiment
+    from .store import Artifact
 
 DEFAULT_MEASURES = ("nDCG@100", "R@100")
 VERSION = 5  # of the scores builder (harness.env): bump when a change alters per_query.csv or means
@@ -147,7 +153,7 @@ def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
 
-def node(exp, run):
+def node(exp: Experiment, run: Artifact) -> Artifact:
     """The scores stage: per-query and mean scores of a run over ALL / IN / OUT, and its manifest.
     Keyed by the judgments as scored (a digest of the positives), not by how they were read."""
     from . import env, manifest

@@ -202,6 +202,10 @@ class Experiment:
     def hf_tokenizer(self):
         from transformers import AutoTokenizer
 
+        from . import fast_tier_guard
+
+        fast_tier_guard("encoder tokenizer")
+
         from .backends.dense import resolve_model
 
         return AutoTokenizer.from_pretrained(resolve_model(self.cfg.encoder.model, self.cfg.encoder.revision))

@@ -16,9 +16,15 @@ order, so the written ranks are the ones trec_eval evaluates.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from .runs import top_k, with_ranks
+
+if TYPE_CHECKING:
+    from .experiment import Experiment
+    from .store import Artifact
 
 METHODS = ("rrf", "interpolation", "average")
 VERSION = 1  # of the fused-run builder (harness.env): bump when a change alters its run files
@@ -86,7 +92,7 @@ def params_of(f, out_k: int) -> dict:
     return params
 
 
-def node(exp, parts):
+def node(exp: Experiment, parts: list[Artifact]) -> Artifact:
     """The fused run stage: fusion of family runs (each an artifact other experiments share)."""
     from .store import Artifact
 

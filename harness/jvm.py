@@ -100,6 +100,9 @@ def start(heap: str | None = None) -> None:
 
     if jnius_config.vm_running:
         return
+    from . import fast_tier_guard
+
+    fast_tier_guard("JVM")
     home = java_home()
     version = java_version(home)
     if version < MIN_JAVA:

@@ -34,7 +34,7 @@ PACKAGES = (
 
 @lru_cache(maxsize=1)
 def versions() -> dict:
-    out = {"python": sys.version.split()[0], "platform": platform.platform()}
+    out: dict[str, str | None] = {"python": sys.version.split()[0], "platform": platform.platform()}
     for p in PACKAGES:
         try:
             out[p] = metadata.version(p)
@@ -48,6 +48,7 @@ def versions() -> dict:
 
 def config_hash(cfg) -> str:
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    assert isinstance(c, dict)
     for k in ("root", "results", "name", "hydra"):
         c.pop(k, None)
     return stable_hash(c, 16)

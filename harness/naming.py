@@ -12,14 +12,15 @@ from .store import Artifact
 
 def lineage(art: Artifact) -> dict[str, dict]:
     """``{kind: params}`` along the first parents of a run, from the run down to the units."""
-    out = {}
-    while art is not None:
-        out.setdefault(art.kind, art.params)
-        art = art.parents[0] if art.parents else None
+    out: dict[str, dict] = {}
+    node: Artifact | None = art
+    while node is not None:
+        out.setdefault(node.kind, node.params)
+        node = node.parents[0] if node.parents else None
     return out
 
 
-def _single(run: Artifact) -> str:
+def _single(run: Artifact) -> tuple[str, str]:
     p = lineage(run)
     u, r, f = p["units"], p["unit_run"], p["family_run"]
     gran = "doc" if u["granularity"] == "document" else f"p{u['length']}"
@@ -61,9 +62,9 @@ def tag(run: Artifact) -> str:
         if len(set(views)) > 1:  # N-way over query views: name each run's view
             names = [f"{n}@{v}" for n, v in zip(names, views)]
             rest = rest.split("-", 1)[1]
-        names = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
+        joined = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
         w = "w" if "weights" in run.params else ""
-        return f"{run.params['method']}{run.params.get('k', '')}{w}-{names}.{rest}.{run.key[:8]}"
+        return f"{run.params['method']}{run.params.get('k', '')}{w}-{joined}.{rest}.{run.key[:8]}"
     rest, name = _single(run)
     return f"{name}{_prf_name(lineage(run)['unit_run'])}.{rest}.{run.key[:8]}"
 
@@ -97,7 +98,7 @@ def columns(run: Artifact) -> dict:
         "bm25_b": bm25.get("b"),
         "encoder": emb["model"] if emb else None,
         "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
-        "prf": "+".join(dict.fromkeys(prf_label(x) for x in runs if x.get("prf"))) or None,
+        "prf": "+".join(dict.fromkeys(str(prf_label(x)) for x in runs if x.get("prf"))) or None,
         "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"])
         if fused and "weights" in run.params
         else None,

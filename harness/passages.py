@@ -24,10 +24,15 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
 from .data.schema import PASSAGE_SEP, DataError
+
+if TYPE_CHECKING:
+    from .experiment import Experiment
+    from .store import Artifact
 
 log = logging.getLogger(__name__)
 
@@ -118,14 +123,14 @@ def fitted_length(length: int, max_length: int, hf_tokenizer, prefix: str = "") 
     return min(length, room)
 
 
-def node(exp, backend, build: bool = True):
+def node(exp: Experiment, backend, build: bool = True) -> Artifact:
     """The units artifact of an experiment for ``backend``: the whole target view or its windows.
     ``build=False`` records it and leaves building to the backend (:meth:`Experiment.build_later`):
     BM25 writes the units while Anserini indexes them (:func:`harness.backends.bm25.index_streaming`)."""
     from .store import Artifact
 
     cfg = exp.cfg
-    params = {"view": str(cfg.target_fields), "granularity": str(cfg.granularity)}
+    params: dict[str, Any] = {"view": str(cfg.target_fields), "granularity": str(cfg.granularity)}
     if params["granularity"] == "passage":
         tok = tokenizer_for(cfg.passage.tokenizer, backend)
         params |= {
@@ -143,7 +148,7 @@ def node(exp, backend, build: bool = True):
             }
     from . import env
 
-    stage = {"stage": VERSION}
+    stage: dict[str, Any] = {"stage": VERSION}
     if params.get("tokenizer") == "encoder":  # windows are cut by the encoder's tokenizer
         stage |= {"transformers": env.minor("transformers"), "tokenizers": env.minor("tokenizers")}
     art = Artifact("units", params, (exp.corpus_node,), stage)
@@ -151,7 +156,7 @@ def node(exp, backend, build: bool = True):
     def make(tmp: Path, sink=None):
         from .data import views as V
 
-        splitter, extra = None, {}
+        splitter, extra = None, {}  # type: ignore[var-annotated]
         if params["granularity"] == "passage":
             hf, length, stride = None, params["length"], params["stride"]
             if params["tokenizer"] == "encoder":

@@ -17,10 +17,15 @@ it never searches again. Its price is visible in the report: OUT rises as IN fal
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .runs import top_k, with_ranks
+
+if TYPE_CHECKING:
+    from .experiment import Experiment
+    from .store import Artifact
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +39,7 @@ def disjoint(run: pd.DataFrame, query_codes: dict, doc_codes: dict) -> pd.Series
     out = []
     for q, d in zip(run["query_id"], run["doc_id"]):
         qs, ds = qsets.get(q), doc_codes.get(d)
-        out.append(bool(qs) and ds is not None and len(ds) > 0 and qs.isdisjoint(ds))
+        out.append(qs is not None and bool(qs) and ds is not None and len(ds) > 0 and qs.isdisjoint(ds))
     return pd.Series(out, index=run.index, dtype=bool)
 
 
@@ -53,7 +58,7 @@ def ipc3_disjoint(
     return top_k(out, out_k) if out_k else out
 
 
-def node(exp, run):
+def node(exp: Experiment, run: Artifact) -> Artifact:
     """The re-ranked run stage: a transform of the final (single or fused) run."""
     from .data import schema as S
     from .store import Artifact

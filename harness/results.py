@@ -169,7 +169,7 @@ def identity(row: dict) -> str:
 
 def newest(rows: list[dict]) -> list[dict]:
     """One row per distinct configuration, the newest (the table appends: later lines are newer)."""
-    last = {}
+    last: dict[str, dict] = {}
     for r in rows:
         last.pop(identity(r), None)
         last[identity(r)] = r

@@ -91,17 +91,18 @@ def cv_test(
     args = (target, evals, fold, g)
     observed = _held_out_deltas(np.ones((1, len(queries))), *args)[0]
     rng = np.random.default_rng(seed)
-    null, boot = [], []
+    null_parts: list[np.ndarray] = []
+    boot_parts: list[np.ndarray] = []
     for start in range(0, resamples, CHUNK):
         signs = rng.choice([-1.0, 1.0], size=(min(CHUNK, resamples - start), len(queries)))
-        null.append(_held_out_deltas(signs, *args))
+        null_parts.append(_held_out_deltas(signs, *args))
     for start in range(0, bootstrap, CHUNK):
         counts = rng.multinomial(
             len(queries), np.full(len(queries), 1 / len(queries)), size=min(CHUNK, bootstrap - start)
         ).astype(float)
-        boot.append(_held_out_deltas(counts, *args))
-    null = np.vstack(null) if null else np.zeros((0, len(names)))
-    boot = np.vstack(boot) if boot else np.full((1, len(names)), np.nan)
+        boot_parts.append(_held_out_deltas(counts, *args))
+    null = np.vstack(null_parts) if null_parts else np.zeros((0, len(names)))
+    boot = np.vstack(boot_parts) if boot_parts else np.full((1, len(names)), np.nan)
     out = {}
     for j, name in enumerate(names):
         p = (1 + int(np.sum(np.abs(null[:, j]) >= abs(observed[j]) - 1e-12))) / (1 + len(null))

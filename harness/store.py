@@ -139,7 +139,7 @@ class Store:
         key, with the named pipes they may hold: a build's folder is stale when no live process
         holds its key's lock (the lock dies with its process). Run once per root and process, at
         start-up; a read-only root is left as it is."""
-        removed = []
+        removed: list[Path] = []
         for tmp in sorted(self.root.glob("*/*/.*.tmp")):
             if tmp.parent.name not in ROOTS or not tmp.is_dir():
                 continue

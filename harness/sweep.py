@@ -24,9 +24,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 log = logging.getLogger("harness.sweep")
 
@@ -45,7 +47,7 @@ def load_sweep(name: str):
     except Exception as e:  # noqa: BLE001  (YAML syntax, duplicate keys: name the file and the line)
         first = " ".join(str(e).split())[:300]
         raise SystemExit(f"{path}: not a valid sweep file ({first}). Fix: correct the YAML there.") from None
-    blocks = spec.get("blocks") if hasattr(spec, "get") else None
+    blocks = spec.get("blocks") if isinstance(spec, DictConfig) else None
     if not blocks or not hasattr(blocks, "items"):
         raise SystemExit(
             f"{path}: needs a non-empty 'blocks:' mapping (block name -> Hydra overrides), e.g. "
@@ -64,13 +66,13 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
-def block_params(params, extra: list[str]) -> dict[str, str]:
+def block_params(params, extra: Sequence[str]) -> dict[str, str]:
     """A block's ``key: "v1,v2"`` pairs, less the keys that command-line overrides set."""
     extra_keys = {_key(o) for o in extra}
     return {k: str(v) for k, v in params.items() if k.lstrip("+") not in extra_keys}
 
 
-def expand(spec, extra: list[str] = ()) -> list[tuple[str, list[str]]]:
+def expand(spec, extra: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
     """``[(block, [override, ...]), ...]``, one per experiment; ``extra`` overrides win.
 
     Values are parsed by Hydra's own override parser, exactly as ``python -m harness.run -m``
@@ -128,7 +130,7 @@ class DatasetCache:
     a dataset that cannot be loaded (the hub offline) is planned from ``dataset.published``."""
 
     def __init__(self, published: bool = False):
-        self._cache = {}
+        self._cache: dict[str, Any] = {}
         self.published = published
 
     def get(self, cfg):
@@ -176,7 +178,9 @@ def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
     from .experiment import Experiment
     from .store import Store
 
-    nodes, scores, store = {}, {}, None
+    nodes: dict[str, Any] = {}
+    scores: dict[str, tuple] = {}
+    store = None
     for _, overrides in jobs:
         cfg = compose(overrides)
         store = store or Store.from_config(cfg)
@@ -200,7 +204,8 @@ def listing(name: str, jobs, nodes, store) -> str:
         "reranked_run": "re-ranked runs (IPC3)",
         "scores": "experiments (distinct scores)",
     }
-    total, cached = Counter(), Counter()
+    total: Counter[str] = Counter()
+    cached: Counter[str] = Counter()
     for n in nodes:
         total[n.kind] += 1
         cached[n.kind] += store.exists(n)

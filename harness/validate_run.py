@@ -193,6 +193,7 @@ def _dataset(kind: str, path: str | None):
 
     if kind in ("local", "beir") and not path:
         raise DataError(f"--dataset {kind} needs --path DIR. Fix: add --path with the dataset folder.")
+    path = path or ""
     if kind == "mini":
         from omegaconf import OmegaConf
 

@@ -19,8 +19,13 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import jvm  # noqa: F401  (Java 21 and the JVM before pyserini)
+
+if TYPE_CHECKING:
+    from ..experiment import Experiment
+    from ..store import Artifact
 
 log = logging.getLogger(__name__)
 
@@ -324,17 +329,19 @@ def index_file(units_dir: Path, tmp: Path, threads: int = 2, docvectors: bool = 
     pipes instead, which indexes as fast as IndexCollection over the same lines split into files."""
     files = sorted((Path(units_dir) / "docs").glob("*.jsonl"))
     if int(threads) < 2 or len(files) != 1:
-        meta = build_index(units_dir, tmp / "index", threads, docvectors)
+        built = build_index(units_dir, tmp / "index", threads, docvectors)
         written = sum(_count_lines(f) for f in files)
-        check_count(tmp / "index", written, meta, units_dir)
-        return meta
+        check_count(tmp / "index", written, built, units_dir)
+        return built
 
     def copy(sink):
         with open(files[0], encoding="utf-8") as f, sink() as g:
             for line in f:
                 g.write(line)
 
-    return _index_fed(copy, units_dir, tmp, threads, docvectors)
+    meta = _index_fed(copy, units_dir, tmp, threads, docvectors)
+    assert meta is not None  # copy() always opens the sink
+    return meta
 
 
 def _count_lines(path: Path) -> int:
@@ -611,11 +618,11 @@ class BM25:
     tokenizer = "words"
     streams_units = True  # its units are written while they are indexed (index_streaming)
 
-    def index(self, exp, units):
+    def index(self, exp: Experiment, units: Artifact) -> Artifact:
         from .. import env
         from ..store import Artifact
 
-        params = {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}
+        params: dict[str, str | bool] = {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}
         docvectors = exp.cfg.prf is not None  # only PRF experiments pay for document vectors
         if docvectors:
             params["docvectors"] = True
@@ -631,19 +638,19 @@ class BM25:
         exp.build_now(units)  # reused, or built just now; built anyway if only the index was cached
         return art
 
-    def search_env(self, exp) -> dict:
+    def search_env(self, exp: Experiment) -> dict:
         from .. import env
 
         return env.lucene(SEARCH_VERSION)
 
-    def run_params(self, exp) -> dict:
-        out = {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}
+    def run_params(self, exp: Experiment) -> dict:
+        out: dict = {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}
         prf = prf_params(exp.cfg.prf)
         if prf:
             out["prf"] = prf
         return out
 
-    def search(self, exp, index, topics, params):
+    def search(self, exp: Experiment, index: Artifact, topics: dict[str, str], params: dict):
         return search(
             exp.store.path(index) / "index",
             topics,

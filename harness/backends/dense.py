@@ -22,10 +22,15 @@ import logging
 import os
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import jvm  # noqa: F401  (pyserini.encode imports pyserini.search)
+
+if TYPE_CHECKING:
+    from ..experiment import Experiment
+    from ..store import Artifact
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +92,9 @@ class Encoder:
         dtype: str = "float32",
         trust_remote_code: bool = False,
     ):
+        from .. import fast_tier_guard
+
+        fast_tier_guard("encoder model")
         import torch
         from pyserini.encode import AutoDocumentEncoder
 
@@ -146,7 +154,7 @@ class Encoder:
                 if out is None:
                     out = np.zeros((len(texts), emb.shape[1]), dtype=np.float32)
                 out[idx] = emb.astype(np.float32)
-        return out
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 class Float32Output:
@@ -205,6 +213,7 @@ def build_faiss(emb_dir: Path, out: Path, quantization: str = "none") -> dict:
 
     emb = np.load(emb_dir / "embeddings.npy")
     d = emb.shape[1]
+    index: faiss.Index
     if quantization == "none":
         index = faiss.IndexFlatIP(d)
     elif quantization == "int8":
@@ -292,7 +301,7 @@ class Dense:
     name = "dense"
     tokenizer = "encoder"
 
-    def index(self, exp, units):
+    def index(self, exp: Experiment, units: Artifact) -> Artifact:
         from .. import env
         from ..store import Artifact
 
@@ -315,19 +324,19 @@ class Dense:
         )
         return exp.ensure(art, lambda tmp: build_faiss(exp.store.path(emb), tmp, q), "Faiss index")
 
-    def search_env(self, exp) -> dict:
+    def search_env(self, exp: Experiment) -> dict:
         """Queries are encoded at search time: the same weights and compatibility level as the
         embeddings (the index's env already keys the run through its parents)."""
         return encoder_env(exp, SEARCH_VERSION)
 
-    def run_params(self, exp) -> dict:
+    def run_params(self, exp: Experiment) -> dict:
         out = {"query_prefix": exp.cfg.encoder.query_prefix or ""}
         prf = prf_params(exp.cfg.dense_prf)
         if prf:
             out["prf"] = prf
         return out
 
-    def search(self, exp, index, topics, params):
+    def search(self, exp: Experiment, index: Artifact, topics: dict[str, str], params: dict):
         return search(
             exp.store.path(index),
             topics,

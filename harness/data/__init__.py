@@ -198,7 +198,11 @@ def load_mini(folder: str | Path, params: dict, **opts) -> Dataset:
     from .digest import default_cache
 
     art = Artifact("dataset", {"generator": "mini", "version": mini.GENERATOR_VERSION, **params})
-    path = Store(folder).ensure(art, lambda tmp: mini.write(tmp, **params) and None, describe="mini dataset")
+
+    def write(tmp: Path) -> None:
+        mini.write(tmp, **params)
+
+    path = Store(folder).ensure(art, write, describe="mini dataset")
     return load_local(path, name="mini", digest_cache=default_cache(folder), **opts)
 
 
@@ -219,6 +223,7 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
         from omegaconf import OmegaConf
 
         params = OmegaConf.to_container(cfg.get("params") or {}, resolve=True)
+        assert isinstance(params, dict)
         if "description_words" in params:  # a (min, max) range
             params["description_words"] = tuple(params["description_words"])
         ds = load_mini(artifacts_root, params, **opts)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from pathlib import Path
 
 import ir_datasets
 from ir_datasets.datasets.base import Dataset as IrdsDataset
@@ -118,7 +119,7 @@ def register(prefix: str, get: Callable, doc_view: str = "FULL", query_view: str
     return ids
 
 
-def register_defaults(root: str | None = None) -> list[str]:
+def register_defaults(root: str | Path | None = None) -> list[str]:
     """``dapfam/*`` (the hub, with conf/dataset/dapfam.yaml's settings) and ``dapfam-mini/*``,
     with artifacts under ``root`` (default: ``$HARNESS_ROOT``, else the current directory)."""
     from pathlib import Path

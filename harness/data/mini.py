@@ -33,7 +33,7 @@ _VOWS = list("aeiou")
 
 
 def _words(rng: np.random.Generator, n: int, taken: set) -> list[str]:
-    out = []
+    out: list[str] = []
     while len(out) < n:
         w = "".join(rng.choice(_CONS) + rng.choice(_VOWS) for _ in range(int(rng.integers(2, 4))))
         if w not in taken:

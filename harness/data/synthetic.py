@@ -66,7 +66,8 @@ def write_dataset(
         )
         writer = writer or pq.ParquetWriter(folder / "corpus.parquet", table.schema)
         writer.write_table(table)
-    writer.close()
+    if writer is not None:
+        writer.close()
     qids = [f"Q{i:05d}" for i in range(queries)]
     text = texts(queries, query_chars // CHARS_PER_WORD, rng, seed)
     pq.write_table(
