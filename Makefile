@@ -7,7 +7,7 @@ SWEEP   ?= default
 DATASET ?= mini
 ARGS    ?=
 
-.PHONY: install test sweep sweep-list run bench clean-artifacts
+.PHONY: install test check lint sweep sweep-list run bench clean-artifacts
 
 install: $(STAMP)
 
@@ -20,8 +20,20 @@ $(STAMP): pyproject.toml
 	$(PIP) install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: $(STAMP)
-	$(PY) -m pytest -q tests
+# Lint, format and types: the gate both tiers start with.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+
+# The fast tier, for the edit loop: lint, types and the tests that need no JVM and no model
+# (HARNESS_FAST_TIER=1 makes a test that starts either fail, naming the fix: mark it slow).
+check: lint
+	HARNESS_FAST_TIER=1 $(PY) -m pytest -q -m "not slow" -p no:cacheprovider tests
+
+# Everything (what CI runs): lint, types and every test, fast and slow, on two workers.
+test: lint
+	$(PY) -m pytest -q -n 2 tests
 
 # The main job: the named sweep on the embedded synthetic data (DATASET=local ARGS='dataset.path=…'
 # for a DAPFAM-format folder), then the results table and plots in runs/report/<sweep>/.

@@ -45,12 +45,45 @@ def minor(dist: str) -> str | None:
     return ".".join(v.split("+")[0].split(".")[:2]) if v else None
 
 
-def anserini() -> dict:
-    """The Anserini jar's version and the Lucene version it bundles (starts the JVM)."""
-    from . import jvm
+class JavaError(RuntimeError):
+    """The Java runtime cannot run Anserini."""
 
-    v = jvm.versions()
-    return {"anserini": v["anserini"], "lucene": v["lucene"]}
+
+def anserini_jar() -> Path:
+    """The Anserini fatjar that the installed pyserini ships (found without importing pyserini)."""
+    import glob
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or not spec.submodule_search_locations:
+        raise JavaError("pyserini is not installed. Fix: run `make install`.")
+    root = Path(list(spec.submodule_search_locations)[0])
+    jars = sorted(glob.glob(str(root / "resources" / "jars" / "anserini-*-fatjar.jar")))
+    if not jars:
+        raise JavaError(f"No anserini-*-fatjar.jar under {root}/resources/jars. Fix: reinstall pyserini.")
+    return Path(jars[-1])
+
+
+@cache
+def _jar_versions(jar: Path) -> dict:
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(jar) as z:
+        pom = z.read("META-INF/maven/io.anserini/anserini/pom.xml").decode("utf-8", "replace")
+        props = z.read("META-INF/maven/io.anserini/anserini/pom.properties").decode("utf-8", "replace")
+    version = re.search(r"^version=(.+)$", props, re.M)
+    lucene = re.search(r"<lucene.version>([^<]+)<", pom)
+    return {
+        "anserini": version.group(1).strip() if version else jar.name,
+        "lucene": lucene.group(1).strip() if lucene else "unknown",
+    }
+
+
+def anserini() -> dict:
+    """The Anserini version and the Lucene version it builds on, read from the jar's Maven files:
+    keys are computed (sweep listings, gc) without starting a JVM."""
+    return _jar_versions(anserini_jar())
 
 
 def lucene(stage: int) -> dict:

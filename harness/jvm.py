@@ -23,17 +23,21 @@ Every harness module that touches pyserini does ``from harness import jvm`` (or 
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import subprocess
 from pathlib import Path
 
+from .env import JavaError, anserini_jar  # noqa: F401  (re-exported; found without the JVM: keys read it too)
+
 MIN_JAVA = 21
 
 
-class JavaError(RuntimeError):
-    """The Java runtime cannot run Anserini."""
+def autoclass(name: str):
+    """pyjnius' ``autoclass`` on this module's JVM (importing this module starts it)."""
+    from jnius import autoclass as load
+
+    return load(name)
 
 
 def java_home() -> Path:
@@ -66,20 +70,6 @@ def java_version(home: Path) -> int:
     if not m:
         raise JavaError(f"Cannot read the Java version of {java}: {out.strip()!r}")
     return int(m.group(1))
-
-
-def anserini_jar() -> Path:
-    """The Anserini fatjar that the installed pyserini ships (found without importing pyserini)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("pyserini")
-    if spec is None or not spec.submodule_search_locations:
-        raise JavaError("pyserini is not installed. Fix: run `make install`.")
-    root = Path(list(spec.submodule_search_locations)[0])
-    jars = sorted(glob.glob(str(root / "resources" / "jars" / "anserini-*-fatjar.jar")))
-    if not jars:
-        raise JavaError(f"No anserini-*-fatjar.jar under {root}/resources/jars. Fix: reinstall pyserini.")
-    return Path(jars[-1])
 
 
 def _has_module(home: Path, module: str) -> bool:

@@ -148,6 +148,7 @@ def test_a_stage_version_bump_rebuilds_that_stage_and_after(cfg_factory, folder,
     assert changed(before, after) == downstream(before, lambda n: n.kind == "family_run")
 
 
+@pytest.mark.slow
 def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
     """gc --dry-run lists the artifacts of the old keys with their sizes and deletes nothing; gc
     deletes them; what current keys reach stays."""

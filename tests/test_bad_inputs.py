@@ -516,6 +516,7 @@ ROWS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
 def test_bad_input(world, row, caplog):
     folder = world.copy()
@@ -637,6 +638,7 @@ STORE_ROWS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(STORE_ROWS))
 def test_damaged_artifact_is_rebuilt_with_the_right_score(world, case, caplog):
     damage, verify, message = STORE_ROWS[case]
@@ -653,6 +655,7 @@ def test_damaged_artifact_is_rebuilt_with_the_right_score(world, case, caplog):
     assert_reference_untouched(world, caplog)
 
 
+@pytest.mark.slow
 def test_edit_in_the_middle_of_a_large_corpus_changes_the_fingerprint(world):
     """Same size, same first and last 4 MiB: only a whole-content digest sees the edit."""
     from harness.data.digest import file_digest
@@ -667,6 +670,7 @@ def test_edit_in_the_middle_of_a_large_corpus_changes_the_fingerprint(world):
     assert file_digest(big, cache) != before
 
 
+@pytest.mark.slow
 def test_corpus_edit_rebuilds_instead_of_reusing_the_old_index(world):
     folder = world.copy()
     c = pd.read_parquet(folder / "corpus.parquet")
@@ -676,6 +680,7 @@ def test_corpus_edit_rebuilds_instead_of_reusing_the_old_index(world):
     assert row["scores_key"] != world.ref["scores_key"]
 
 
+@pytest.mark.slow
 def test_lock_held_by_a_hung_builder_times_out_naming_it(world):
     from harness.data import load_local
     from harness.experiment import Experiment
@@ -720,6 +725,7 @@ def test_lock_held_by_a_hung_builder_times_out_naming_it(world):
         holder.wait()
 
 
+@pytest.mark.slow
 def test_root_that_is_a_file(world):
     f = world.tmp / "not-a-dir"
     f.write_text("x")
@@ -727,6 +733,7 @@ def test_root_that_is_a_file(world):
         run(f, world.clean)
 
 
+@pytest.mark.slow
 def test_read_only_root_prints_cached_scores_and_refuses_to_build(world, tmp_path):
     """A fully cached experiment prints its scores from a read-only root; one that needs a build
     ends in one line naming the root and the fix. Root ignores permissions, so as root the copy is
@@ -860,6 +867,7 @@ def test_beir_codes_as_strings_give_the_same_domains(tmp_path, caplog):
     assert "corpus.jsonl: column 'ipc3' holds strings" in caplog.text  # BEIR's field name, not DAPFAM's
 
 
+@pytest.mark.slow
 def test_every_entry_point_uses_harness_root(world, tmp_path, monkeypatch, capsys):
     """compare, submit, validate_run --dataset mini and irds read the root named by HARNESS_ROOT,
     not the working directory."""
@@ -883,6 +891,7 @@ def test_every_entry_point_uses_harness_root(world, tmp_path, monkeypatch, capsy
     assert not (elsewhere / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_damaged_results_table_loses_no_score(world, tmp_path, caplog):
     """A hand-broken line in runs/results.jsonl: the experiment still prints its (right) scores and
     says why the table was not updated; compare names the file, line and fix."""
@@ -901,6 +910,7 @@ def test_a_damaged_results_table_loses_no_score(world, tmp_path, caplog):
         compare_main(["--results", str(table), "--baseline", "doc_bm25", "doc_dense"])
 
 
+@pytest.mark.slow
 def test_compare_refuses_systems_scored_on_other_judgments(world, tmp_path):
     """Paired tests over systems of two datasets would pair unrelated numbers: refused."""
     from harness.compare import main as compare_main
@@ -948,6 +958,7 @@ def test_a_key_of_an_unselected_group_is_one_line(case):
     assert f"{group} is not selected" in r.stderr and "Fix: choose it first" in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "text,pattern",
     [
@@ -975,6 +986,7 @@ def test_a_bad_sweep_file_is_one_line(tmp_path, text, pattern):
     assert last and re.search(pattern, last[-1]), r.stderr[-2000:]
 
 
+@pytest.mark.slow
 def test_compare_and_select_refuse_meaningless_arguments(world, tmp_path, capsys):
     from harness import compare, select
 
@@ -991,6 +1003,7 @@ def test_compare_and_select_refuse_meaningless_arguments(world, tmp_path, capsys
     assert e.value.code == 2 and "folds='abc': expected an integer" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_submit_verifies_what_it_packages_and_follows_a_moved_root(world, tmp_path):
     """A run file cut after it was scored is refused (its meta.json's size); a copied root
     packages its own files, found relative to it; --out naming a file is refused."""
@@ -1013,6 +1026,7 @@ def test_submit_verifies_what_it_packages_and_follows_a_moved_root(world, tmp_pa
     assert not (tmp_path / "sub2").exists()
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_commits_nothing(tmp_path, tiny_folder):
     """The artifact root on a small tmpfs, filled up but a little: the build that runs out of space
     ends in one line naming the folder and the space, and leaves no artifact behind."""

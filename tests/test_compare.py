@@ -54,6 +54,7 @@ def test_breakdown_by_query_domain():
     assert (b.loc["A61", "wins"], b.loc["A61", "losses"], b.loc["G06", "queries"]) == (1, 1, 2)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not __import__("conftest").SHARED_CACM.exists(), reason="needs ../shared/data/cacm-xdom")
 def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     """The issue's acceptance check, on the real benchmark: document level, title+abstract."""
@@ -93,6 +94,7 @@ def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     assert by_domain["queries"].sum() >= 185 and set(by_domain["system"]) == {"doc_dense"}
 
 
+@pytest.mark.slow
 def test_submission_folder(cfg_factory, tmp_path):
     from pathlib import Path
 
@@ -117,6 +119,7 @@ def test_submission_folder(cfg_factory, tmp_path):
     assert f"{row['nDCG@100/ALL']:.4f}" in (out / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_tags_differ_with_k1_and_submit_refuses_one_tag_twice(cfg_factory, tmp_path):
     from pathlib import Path
 

@@ -416,6 +416,7 @@ def test_the_hub_layout_loads_offline_through_the_hub_path(tiny_folder, tmp_path
         data.load(cfg.dataset, cfg.root)
 
 
+@pytest.mark.slow
 def test_a_missing_optional_column_disables_its_feature_by_name(tiny_folder, tmp_path, cfg_factory):
     """Files without abstract_keywords and description_en load; KW and FULL are refused naming the
     column and the file; TA runs."""

@@ -42,6 +42,7 @@ def nothing_left(root: Path, kinds=("lucene", "units")) -> None:
     assert not [t for t in threading.enumerate() if t.name == "units-writer" and t.is_alive()]
 
 
+@pytest.mark.slow
 def test_indexcollection_rejecting_its_arguments_is_an_error_not_a_hang(cfg_factory, monkeypatch, bounded):
     real = bm25.index_args
     monkeypatch.setattr(bm25, "index_args", lambda *a: real(*a) + ["-noSuchOption"])
@@ -51,6 +52,7 @@ def test_indexcollection_rejecting_its_arguments_is_an_error_not_a_hang(cfg_fact
     nothing_left(cfg.root)
 
 
+@pytest.mark.slow
 def test_a_unit_that_fails_to_index_is_named_and_nothing_is_committed(cfg_factory, monkeypatch, bounded):
     """Anserini logs a document it cannot index and carries on; the count check refuses the index,
     naming the counts, the first missing id and Anserini's reason."""

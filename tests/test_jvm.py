@@ -5,6 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here starts a JVM in a subprocess
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

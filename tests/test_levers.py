@@ -22,6 +22,7 @@ def run_table(rows):
 
 
 # ------------------------------------------------------------------ BM25 PRF
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method,setter,params",
     [
@@ -65,6 +66,7 @@ def test_bm25_prf_equals_pyserini_on_the_same_index(cfg_factory, method, setter,
     assert plain["nDCG@100/ALL"] != row["nDCG@100/ALL"]  # feedback changed the ranking
 
 
+@pytest.mark.slow
 def test_only_prf_experiments_pay_for_document_vectors(cfg_factory):
     import json
     from pathlib import Path
@@ -83,6 +85,7 @@ def test_only_prf_experiments_pay_for_document_vectors(cfg_factory):
 
 
 # ------------------------------------------------------------------ dense PRF
+@pytest.mark.slow
 def test_dense_average_prf_is_the_mean_of_query_and_top_k_vectors(cfg_factory):
     """Average PRF by hand over the cached embeddings: q' = mean(q, top-k docs), brute-force search."""
     import json
@@ -114,6 +117,7 @@ def test_dense_average_prf_is_the_mean_of_query_and_top_k_vectors(cfg_factory):
         assert json.dumps(got)  # ranked lists are non-empty
 
 
+@pytest.mark.slow
 def test_dense_rocchio_with_no_feedback_weight_is_the_plain_search(cfg_factory):
     plain = execute(cfg_factory("+experiment=doc_dense", *TA))
     same = execute(
@@ -142,6 +146,7 @@ def test_weighted_rrf_by_hand():
     assert list(got.index) == ["a", "c", "b", "d"]
 
 
+@pytest.mark.slow
 def test_unweighted_rrf_is_pyserinis():
     from pyserini.fusion import reciprocal_rank_fusion
 
@@ -179,6 +184,7 @@ def test_min_max_uses_only_the_fused_depth_and_k_keys_rrf_only(cfg_factory):
     )
 
 
+@pytest.mark.slow
 def test_n_way_fusion_shares_its_input_runs(cfg_factory, caplog):
     """fusion.runs: each input run is the artifact a single experiment makes (nothing searched twice)."""
     execute(cfg_factory("+experiment=doc_bm25", "query_fields=KW", "target_fields=TA"))
@@ -231,6 +237,7 @@ def test_ipc3_disjoint_rerank_by_hand():
     assert zero[zero.query_id == "q"].doc_id.tolist() == ["a", "b", "c", "d"]
 
 
+@pytest.mark.slow
 def test_rerank_trades_in_for_out_on_tiny(cfg_factory):
     base = execute(cfg_factory("+experiment=rrf_doc", *TA))
     heavy = execute(cfg_factory("+experiment=rrf_doc", *TA, "rerank=ipc3_disjoint", "rerank.weight=1.0"))
@@ -245,6 +252,7 @@ def test_pareto_front():
     assert pareto([0.3, 0.2, 0.1, 0.25], [0.05, 0.1, 0.2, 0.04]) == [True, True, True, False]
 
 
+@pytest.mark.slow
 def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
     row = execute(cfg_factory("+experiment=xdomain"))
     assert row["experiment"] == "xdomain" and row["rerank"] == "ipc3_disjoint"

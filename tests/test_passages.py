@@ -56,6 +56,7 @@ def test_good_passage_config():
     assert P.check(64, None) == 64 and P.check(64, 16) == 16 and P.check(8192, None) == 8192
 
 
+@pytest.mark.slow
 def test_texts_over_max_length_are_reported_with_numbers(caplog):
     import logging
 
@@ -89,6 +90,7 @@ def test_windows_leave_room_for_special_tokens_and_prefix():
         assert len(tok(part)["input_ids"]) <= 256  # with its special tokens
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_cls_pooling_in_half_precision_gives_float32_vectors(dtype):
     """pyserini calls .numpy() on the pooled states, which numpy refuses for bfloat16."""

@@ -17,6 +17,7 @@ def artifact_dirs(root, kind):
     return [p for p in (root / top / kind).glob("*") if p.is_dir() and not p.name.startswith(".")]
 
 
+@pytest.mark.slow
 def test_doc_bm25_twice_builds_and_searches_once(cfg_factory, caplog):
     caplog.set_level(logging.INFO, logger="harness")
     cfg = cfg_factory("+experiment=doc_bm25")
@@ -35,6 +36,7 @@ def test_doc_bm25_twice_builds_and_searches_once(cfg_factory, caplog):
     assert len(rows) == 1  # the same experiment twice is one row of the results table
 
 
+@pytest.mark.slow
 def test_bm25_parity_with_direct_pyserini(cfg_factory, tmp_path):
     """The harness's document BM25 equals pyserini used by hand: LuceneIndexer + LuceneSearcher."""
     import ir_measures
@@ -69,6 +71,7 @@ def test_bm25_parity_with_direct_pyserini(cfg_factory, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_four_aggregations_share_one_passage_search(cfg_factory):
     scores = {}
     for agg in ("maxp", "avgp", "sump", "avg_top3"):
@@ -83,6 +86,7 @@ def test_four_aggregations_share_one_passage_search(cfg_factory):
     assert not fam.doc_id.str.contains("#").any() and fam.groupby("query_id").size().max() <= 100
 
 
+@pytest.mark.slow
 def test_dense_document_and_passage_offline_and_cached(cfg_factory, caplog):
     caplog.set_level(logging.INFO, logger="harness")
     cfg = cfg_factory("+experiment=passage_dense", "target_fields=TAC", "passage.length=64")
@@ -96,6 +100,7 @@ def test_dense_document_and_passage_offline_and_cached(cfg_factory, caplog):
     assert 0 < doc["nDCG@100/ALL"] <= 1
 
 
+@pytest.mark.slow
 def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
     """Length-sorted, no-grad batches give pyserini's AutoDocumentEncoder vectors and scores."""
     import faiss
@@ -130,6 +135,7 @@ def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
     assert row["nDCG@100/ALL"] == pytest.approx(by_hand, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_rrf_reads_cached_runs_and_matches_the_formula(cfg_factory, caplog):
     base = ("query_fields=TA", "target_fields=TA")
     bm25 = execute(cfg_factory("+experiment=doc_bm25", *base))
@@ -172,6 +178,7 @@ def test_interrupted_build_is_not_taken_for_finished(tmp_path):
     assert (store.path(art) / "run.trec").read_text() == "full"
 
 
+@pytest.mark.slow
 def test_int8_faiss_index_is_close_to_flat(cfg_factory):
     flat = execute(cfg_factory("+experiment=doc_dense", "target_fields=TA"))
     sq = execute(cfg_factory("+experiment=doc_dense", "target_fields=TA", "dense.quantization=int8"))
@@ -179,6 +186,7 @@ def test_int8_faiss_index_is_close_to_flat(cfg_factory):
     assert sq["nDCG@100/ALL"] == pytest.approx(flat["nDCG@100/ALL"], abs=0.02)
 
 
+@pytest.mark.slow
 def test_export_writes_trec_files_that_score_like_the_harness(cfg_factory, tmp_path):
     import ir_measures
 
@@ -201,6 +209,7 @@ def test_export_writes_trec_files_that_score_like_the_harness(cfg_factory, tmp_p
     assert got == pytest.approx(row["nDCG@100/OUT"], abs=1e-9)
 
 
+@pytest.mark.slow
 def test_long_queries_beyond_lucenes_default_clause_limit(cfg_factory):
     """TAC queries run to thousands of distinct terms: the raised clause limit keeps them all."""
     from harness.backends import bm25 as lucene
@@ -220,6 +229,7 @@ def test_long_queries_beyond_lucenes_default_clause_limit(cfg_factory):
     lucene.set_max_clauses(65536)
 
 
+@pytest.mark.slow
 def test_cls_bfloat16_runs_and_float32_builds_new_embeddings(cfg_factory, caplog):
     """The paper's encoder preset (CLS pooling, bfloat16) offline on the packaged MiniLM."""
     caplog.set_level(logging.INFO, logger="harness")
@@ -231,6 +241,7 @@ def test_cls_bfloat16_runs_and_float32_builds_new_embeddings(cfg_factory, caplog
     assert full["scores_key"] != half["scores_key"] and full["tag"] != half["tag"]
 
 
+@pytest.mark.slow
 def test_any_ir_measures_metrics_through_run_sweep_report_and_compare(cfg_factory, tmp_path, capsys):
     from harness import compare
     from harness.report import write_report
@@ -265,6 +276,7 @@ def test_any_ir_measures_metrics_through_run_sweep_report_and_compare(cfg_factor
     assert (tmp_path / "cmp" / "per_query_differences.png").exists()
 
 
+@pytest.mark.slow
 def test_units_are_indexed_while_they_are_written(cfg_factory):
     """BM25 writes its units and Anserini indexes them through a named pipe at once: the same index
     as from the finished units file, the units artifact committed, no pipe left in the index."""

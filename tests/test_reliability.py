@@ -39,6 +39,7 @@ def finished_and_partial(root: Path):
         (["+experiment=doc_dense", "encoder.model=/no/such/model"], FileNotFoundError, r"encoder.model=/no/such/model"),
     ],
 )
+@pytest.mark.slow
 def test_bad_config_values_fail_clearly_and_leave_no_partial_artifact(tmp_path, overrides, error, pattern):
     cfg = make_cfg(tmp_path, *overrides)
     with pytest.raises(error, match=pattern):
@@ -211,6 +212,7 @@ def test_local_dataset_without_path(tmp_path):
         execute(make_cfg(tmp_path, "dataset=local", tiny=False))
 
 
+@pytest.mark.slow
 def test_index_without_segments_file_is_rebuilt(tmp_path, caplog):
     cfg = make_cfg(tmp_path, "+experiment=doc_bm25")
     first = execute(cfg)
@@ -249,6 +251,7 @@ def _read_scores(root):
 BIG = ["dataset.params.n_docs=3000", "dataset.params.description_words=[300,500]"]
 
 
+@pytest.mark.slow
 def test_sigkill_during_index_build_then_rerun_equals_uninterrupted(tmp_path):
     args = ["+experiment=doc_bm25", "target_fields=FULL", *BIG]
     proc = subprocess.Popen(_cli(tmp_path / "a", *args), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -262,6 +265,7 @@ def test_sigkill_during_index_build_then_rerun_equals_uninterrupted(tmp_path):
     assert not [p for p in (tmp_path / "a").rglob("*") if p.is_fifo()]  # and its named pipes with it
 
 
+@pytest.mark.slow
 def test_sigkill_during_encoding_then_rerun_equals_uninterrupted(tmp_path):
     args = ["+experiment=doc_dense", "target_fields=TA"]
     proc = subprocess.Popen(_cli(tmp_path / "a", *args), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -274,6 +278,7 @@ def test_sigkill_during_encoding_then_rerun_equals_uninterrupted(tmp_path):
     assert _read_scores(tmp_path / "a").equals(_read_scores(tmp_path / "b"))
 
 
+@pytest.mark.slow
 def test_two_processes_asking_for_one_index_build_it_once(tmp_path):
     args = ["+experiment=doc_bm25", "target_fields=FULL", *BIG]
     procs = [
@@ -294,6 +299,7 @@ def test_two_processes_asking_for_one_index_build_it_once(tmp_path):
     assert len([p for p in (tmp_path / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", ["passage_bm25", "doc_dense"])
 def test_same_experiment_twice_gives_byte_identical_run_files(tmp_path, experiment):
     rows = []

@@ -193,6 +193,7 @@ def test_find_filters_by_dataset_and_config_and_takes_the_newest(tmp_path):
         find(res, "doc_bm25", where=["bm25.k1=2"])
 
 
+@pytest.mark.slow
 def test_select_reads_a_finished_sweep_and_never_searches(tmp_path, capsys, caplog):
     """A small sweep through harness.sweep, then harness.select over its score artifacts."""
     import logging

@@ -42,6 +42,7 @@ def _sweep(root: Path, sweep: Path, env: dict, *extra: str) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path, slurm):
     sweep = tmp_path / "small.yaml"
     sweep.write_text(

@@ -68,6 +68,7 @@ def test_expand_parses_values_as_hydra_does():
     assert all("fusion.backends=[bm25,dense]" in j[1] and "encoder.query_prefix='q: a, b'" in j[1] for j in jobs)
 
 
+@pytest.mark.slow
 def test_listing_counts_distinct_indexes(tmp_path, sweep_file, capsys):
     assert main(args(tmp_path, sweep_file, "list=true")) == 0
     out = capsys.readouterr().out
@@ -82,6 +83,7 @@ def _scores(root):
     return rows.set_index("scores_key")[["nDCG@100/ALL", "nDCG@100/OUT", "R@100/IN"]].sort_index()
 
 
+@pytest.mark.slow
 def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "harness.sweep", *args(tmp_path / "a", sweep_file)]
@@ -100,6 +102,7 @@ def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     assert len(pd.read_csv(report / "results.csv")) == 14
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "launcher,setting",
     [("submitit_local", "hydra.launcher.cpus_per_task=1"), ("local_parallel", "hydra.launcher.n_jobs=2")],
@@ -201,6 +204,7 @@ def _group(pgid: int) -> set[int]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
 def test_a_stopped_local_parallel_sweep_leaves_no_process(tmp_path, stop):
     """A local_parallel sweep is stopped while its job's joblib workers build: SIGTERM stops the
@@ -255,6 +259,7 @@ def _parent(pid: int) -> int | None:
         return None
 
 
+@pytest.mark.slow
 def test_a_report_that_cannot_be_written_is_one_line(tmp_path, sweep_file, monkeypatch, capsys):
     """A cached sweep on a read-only root: the report's OSError becomes one line naming the fix."""
     from harness import report

@@ -21,8 +21,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import jvm  # noqa: F401  (Java 21 and the JVM before pyserini)
-
 if TYPE_CHECKING:
     from ..experiment import Experiment
     from ..store import Artifact
@@ -64,7 +62,7 @@ def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool =
     document that breaks an indexing thread is logged ("Unexpected Exception") while the others
     carry on. Its output is therefore teed (:func:`_tee_output`) and the caller compares the index
     with what was written (:func:`check_count`)."""
-    from jnius import autoclass
+    from ..jvm import autoclass
 
     index_collection = autoclass("io.anserini.index.IndexCollection")
     args = index_args(Path(units_dir) / "docs", out, threads, docvectors)
@@ -104,7 +102,7 @@ def check_count(index_dir: Path, written: int, meta: dict, units_dir: Path) -> N
 def _missing_ids(index_dir: Path, units_dir: Path, first: int = 5) -> list[str]:
     import json
 
-    from jnius import autoclass
+    from ..jvm import autoclass
 
     utils = autoclass("io.anserini.index.IndexReaderUtils")
     reader = utils.getReader(str(index_dir))
@@ -434,7 +432,7 @@ def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -
 
 
 def index_size(index_dir: Path) -> int:
-    from jnius import autoclass
+    from ..jvm import autoclass
 
     reader = autoclass("io.anserini.index.IndexReaderUtils").getReader(str(index_dir))
     try:
@@ -444,7 +442,7 @@ def index_size(index_dir: Path) -> int:
 
 
 def set_max_clauses(n: int) -> None:
-    from jnius import autoclass
+    from ..jvm import autoclass
 
     autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(int(n))
 
@@ -455,6 +453,9 @@ def _raise_for_failing_query(
     """Re-run queries one at a time (pyserini's searcher) to name a failing query and the cause.
     Queries that run and retrieve nothing are fine; one that retrieves what the batch lost is not.
     ``batch_error`` (if any) is raised when no single query fails."""
+    from ..jvm import start
+
+    start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.search.lucene import LuceneSearcher
 
     from . import SearchError
@@ -505,9 +506,8 @@ def search(
     classes pyserini's ``set_rm3`` / ``set_rocchio`` use (``tests/test_levers.py`` checks parity)."""
     import tempfile
 
-    from jnius import autoclass
-
     from ..data.qrels import write_trec_topics
+    from ..jvm import autoclass
     from ..runs import read_trec
 
     if not list(Path(index_dir).glob("segments_*")):

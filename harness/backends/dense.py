@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import jvm  # noqa: F401  (pyserini.encode imports pyserini.search)
-
 if TYPE_CHECKING:
     from ..experiment import Experiment
     from ..store import Artifact
@@ -96,6 +94,10 @@ class Encoder:
 
         fast_tier_guard("encoder model")
         import torch
+
+        from ..jvm import start
+
+        start()  # Java 21 and the JVM before pyserini (harness.jvm)
         from pyserini.encode import AutoDocumentEncoder
 
         if pooling not in ("mean", "cls"):
@@ -175,6 +177,9 @@ def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
     """pyserini's AutoDocumentEncoder for models with custom code (e.g. arctic-embed-m-v2.0, a GTE
     architecture): its constructor cannot pass ``trust_remote_code``, so we set the attributes its
     ``encode`` reads ourselves."""
+    from ..jvm import start
+
+    start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.encode import AutoDocumentEncoder
     from transformers import AutoModel, AutoTokenizer
 
@@ -246,6 +251,10 @@ def search(
     dense PRF (``DenseVectorAveragePrf`` / ``DenseVectorRocchioPrf``) moves each query vector, and
     the new vectors are searched to ``depth``."""
     import pandas as pd
+
+    from ..jvm import start
+
+    start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.search.faiss import FaissSearcher
 
     from ..runs import from_hits
@@ -284,6 +293,9 @@ def prf_params(p) -> dict | None:
 
 def prf_queries(searcher, q_emb: np.ndarray, qids: list[str], prf: dict, threads: int) -> np.ndarray:
     """New query vectors from the top ``prf['k']`` document vectors of a first search."""
+    from ..jvm import start
+
+    start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.search.faiss import DenseVectorAveragePrf, DenseVectorRocchioPrf
 
     k = min(int(prf["k"]), searcher.num_docs)
