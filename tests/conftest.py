@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import time
 from pathlib import Path
 
 import pytest
@@ -54,16 +53,14 @@ def cfg_factory(tmp_path):
     return lambda *o, **kw: make_cfg(tmp_path / "store", *o, **kw)
 
 
-def kill_mid_build(proc, building, timeout: float = 240, settle: float = 0.0) -> None:
-    """Wait until ``building()`` holds while ``proc`` runs, SIGKILL it, and check that it really
-    died mid-build: still running when killed, killed by the signal, the build still unfinished."""
-    deadline = time.time() + timeout
-    while time.time() < deadline and proc.poll() is None and not building():
-        time.sleep(0.01)
-    assert proc.poll() is None, "the process ended before the build could be interrupted"
-    assert building(), f"no build started within {timeout}s"
-    time.sleep(settle)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, f"the process was not killed (exit status {proc.returncode})"
-    assert building(), "the build finished before the kill"
+def killed_at(cmd: list[str], point: str, building, timeout: float = 300) -> None:
+    """Run ``cmd`` with ``HARNESS_FAULT=point`` (:mod:`harness.faults`: it SIGKILLs itself at that
+    named point) and check that it died there, mid-build: killed by the signal, ``building()``
+    (its unfinished temporary folder) still true."""
+    import os
+    import subprocess
+
+    env = dict(os.environ, HARNESS_FAULT=point)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == -signal.SIGKILL, f"not killed at {point} (exit {proc.returncode}): {proc.stderr[-1500:]}"
+    assert building(), f"killed at {point}, but no build was under way"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, kill_mid_build, tiny_overrides
+from conftest import ROOT, killed_at, tiny_overrides
 
 from harness.sweep import expand, load_sweep, main
 
@@ -85,11 +85,9 @@ def _scores(root):
 
 @pytest.mark.slow
 def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "harness.sweep", *args(tmp_path / "a", sweep_file)]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     emb = tmp_path / "a" / "indexes" / "embeddings"
-    kill_mid_build(proc, lambda: emb.exists() and any(emb.glob(".*.tmp")))  # mid-encoding, after the BM25 runs
+    killed_at(cmd, "encoding", lambda: any(emb.glob(".*.tmp")))  # mid-encoding, after the BM25 runs
     assert not [p for p in emb.glob("*") if p.is_dir() and not p.name.startswith(".")]
     assert main(args(tmp_path / "a", sweep_file)) == 0
     assert main(args(tmp_path / "b", sweep_file)) == 0  # uninterrupted
@@ -189,7 +187,6 @@ def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypat
 
 def _group(pgid: int) -> set[int]:
     """Live processes of a process group (Linux /proc)."""
-    import os
 
     out = set()
     for d in os.listdir("/proc"):
@@ -209,7 +206,6 @@ def _group(pgid: int) -> set[int]:
 def test_a_stopped_local_parallel_sweep_leaves_no_process(tmp_path, stop):
     """A local_parallel sweep is stopped while its job's joblib workers build: SIGTERM stops the
     job and its workers; after SIGKILL of the sweep, its job notices and stops them itself."""
-    import os
     import signal
     import time
 

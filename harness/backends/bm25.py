@@ -238,8 +238,11 @@ class _Pipes:
     def flush(self) -> None:
         import select
 
+        from ..faults import point
+
         if not self.chunk:
             return
+        point("bm25-streaming")
         data = memoryview("".join(self.chunk).encode("utf-8"))
         self.chunk, self.size = [], 0
         if not self.fds:
