@@ -59,7 +59,7 @@ def on_disk(store: Store) -> dict[str, tuple[str, Path]]:
     return out
 
 
-def recorded(store: Store, key: str, kinds: dict[str, tuple[str, Path]], seen: set[str]) -> None:
+def recorded(key: str, kinds: dict[str, tuple[str, Path]], seen: set[str]) -> None:
     """Add ``key`` and its recorded ancestors (meta.json's parents) to ``seen``."""
     if key in seen or key not in kinds:
         return
@@ -71,7 +71,7 @@ def recorded(store: Store, key: str, kinds: dict[str, tuple[str, Path]], seen: s
     except (OSError, ValueError):
         return
     for p in meta.get("parents", []):
-        recorded(store, p["key"], kinds, seen)
+        recorded(p["key"], kinds, seen)
 
 
 def reachable(store: Store, results: Path, sweep_args: Sequence[str] = ()) -> tuple[set[str], list[str]]:
@@ -101,16 +101,15 @@ def reachable(store: Store, results: Path, sweep_args: Sequence[str] = ()) -> tu
             keys.update(n.key for n in exp.nodes)
         except Exception as e:  # noqa: BLE001  (a row that cannot be planned keeps what it recorded)
             kept.append(f"{row.get('tag', row.get('experiment'))}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
-            recorded(store, row.get("scores_key", ""), disk, keys)
+            recorded(row.get("scores_key", ""), disk, keys)
     if sweep_args:
-        from .sweep import OWN_KEYS, DatasetCache, _key, expand, load_sweep, plan
+        from .sweep import DatasetCache, expand, load_sweep, plan, split_args
 
-        own = {_key(a): a.split("=", 1)[1] for a in sweep_args if "=" in a and _key(a) in OWN_KEYS}
-        extra = [a for a in sweep_args if not ("=" in a and _key(a) in OWN_KEYS)]
+        own, extra = split_args(sweep_args)
         cache = DatasetCache()
         nodes, _ = plan(expand(load_sweep(own.get("sweep", "default")), [*extra, f"root={store.root}"]), cache)
         keys.update(n.key for n in nodes)
-        for ds in cache._cache.values():
+        for ds in cache.loaded():
             keys.update(_dataset_folder_keys(store, ds))
     return keys, kept
 
@@ -142,19 +141,11 @@ def collect(
     garbage = unreachable(store, keys)
     if not dry_run:
         for g in garbage:
-            with store.lock(_Named(g.kind, g.key)):  # type: ignore[arg-type]  # never under a builder's feet
+            with store.key_lock(g.kind, g.key):  # never under a builder's feet
                 trash = g.path.with_name(f".{g.key}.gc.tmp")
                 g.path.rename(trash)
                 shutil.rmtree(trash, ignore_errors=True)
     return garbage, kept
-
-
-@dataclass(frozen=True)
-class _Named:
-    """Enough of an :class:`~harness.store.Artifact` for :meth:`Store.lock` and :meth:`Store.path`."""
-
-    kind: str
-    key: str
 
 
 def main(argv: list[str]) -> int:

@@ -143,8 +143,7 @@ class Store:
         for tmp in sorted(self.root.glob("*/*/.*.tmp")):
             if tmp.parent.name not in ROOTS or not tmp.is_dir():
                 continue
-            key = tmp.name.split(".")[1]
-            lock = FileLock(str(tmp.parent / key) + ".lock", timeout=0)
+            lock = self.key_lock(tmp.parent.name, tmp.name.split(".")[1], timeout=0)
             try:
                 lock.acquire()
             except Timeout:  # a live builder's folder
@@ -170,10 +169,14 @@ class Store:
         )
 
     def path(self, art: Artifact) -> Path:
-        top = ROOTS.get(art.kind)
+        return self.folder(art.kind, art.key)
+
+    def folder(self, kind: str, key: str) -> Path:
+        """Where the artifact of ``kind`` with ``key`` lives (for callers that hold no Artifact)."""
+        top = ROOTS.get(kind)
         if top is None:
-            raise ValueError(f"Unknown artifact kind {art.kind!r}; known: {sorted(ROOTS)}")
-        return self.root / top / art.kind / art.key
+            raise ValueError(f"Unknown artifact kind {kind!r}; known: {sorted(ROOTS)}")
+        return self.root / top / kind / key
 
     def exists(self, art: Artifact) -> bool:
         return (self.path(art) / META).exists()
@@ -215,16 +218,20 @@ class Store:
         shutil.rmtree(trash, ignore_errors=True)
 
     def lock(self, art: Artifact) -> FileLock:
-        p = self.path(art)
+        return self.key_lock(art.kind, art.key)
+
+    def key_lock(self, kind: str, key: str, timeout: float | None = None) -> FileLock:
+        """The file lock of one key: builders, the start-up sweep and gc all take this one."""
+        p = self.folder(kind, key)
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreError(
                 f"cannot create {p.parent} ({e.strerror}): the artifact root {self.root} is not writable "
-                f"and {art.kind} {art.key} is not built yet. Fix: set HARNESS_ROOT (or root=) to a "
+                f"and {kind} {key} is not built yet. Fix: set HARNESS_ROOT (or root=) to a "
                 f"writable folder."
             ) from e
-        return FileLock(str(p) + ".lock", timeout=self.lock_timeout)
+        return FileLock(str(p) + ".lock", timeout=self.lock_timeout if timeout is None else timeout)
 
     def _acquire(self, lock: FileLock, art: Artifact) -> None:
         owner = Path(lock.lock_file + ".owner")

@@ -66,6 +66,12 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
 
+def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """The sweep's own ``key=value`` arguments (:data:`OWN_KEYS`) and the overrides it passes on."""
+    own = {_key(a): a.split("=", 1)[1] for a in argv if "=" in a and _key(a) in OWN_KEYS}
+    return own, [a for a in argv if not ("=" in a and _key(a) in OWN_KEYS)]
+
+
 def block_params(params, extra: Sequence[str]) -> dict[str, str]:
     """A block's ``key: "v1,v2"`` pairs, less the keys that command-line overrides set."""
     extra_keys = {_key(o) for o in extra}
@@ -146,6 +152,10 @@ class DatasetCache:
                 log.warning("planning from the published size of the dataset, none of it cached: %s", e)
                 self._cache[key] = published_stand_in(cfg.dataset)
         return self._cache[key]
+
+    def loaded(self) -> list:
+        """The datasets loaded so far."""
+        return list(self._cache.values())
 
 
 def published_stand_in(dataset_cfg):
@@ -342,8 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     argv = list(sys.argv[1:] if argv is None else argv)
-    own = {_key(a): a.split("=", 1)[1] for a in argv if "=" in a and _key(a) in OWN_KEYS}
-    extra = [a for a in argv if not ("=" in a and _key(a) in OWN_KEYS)]
+    own, extra = split_args(argv)
     spec = load_sweep(own.get("sweep", "default"))
     name = Path(own.get("sweep", "default")).stem
     try:

@@ -169,33 +169,23 @@ def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
     assert out.returncode == 0 and out.stdout.startswith("0 artifact(s)"), out.stdout + out.stderr
     # An "upgrade" of the scorer: the old scores are unreachable, everything else is reused.
     stale = {p.name for p in (tmp_path / "runs" / "scores").iterdir() if p.is_dir()}
-    code = "import harness.env as e, runpy, sys; e.version = lambda d, v=e.version: '99.0' if d == 'ir-measures' else v(d); "
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code + "sys.argv = ['gc', 'gc', '--dry-run']; runpy.run_module('harness.store', run_name='__main__')",
-        ],
-        env=env_vars,
-        capture_output=True,
-        text=True,
-    )
+
+    def gc_after_upgrade(*args):  # gc as it runs once ir_measures is "upgraded" to 99.0
+        code = (
+            "import harness.env as e, runpy, sys; "
+            "e.version = lambda d, v=e.version: '99.0' if d == 'ir-measures' else v(d); "
+            f"sys.argv = ['gc', 'gc', *{list(args)!r}]; runpy.run_module('harness.store', run_name='__main__')"
+        )
+        return subprocess.run([sys.executable, "-c", code], env=env_vars, capture_output=True, text=True)
+
+    out = gc_after_upgrade("--dry-run")
     lines = out.stdout.splitlines()
     assert out.returncode == 0 and lines[-1].startswith("1 artifact(s)") and "dry run" in lines[-1], (
         out.stdout + out.stderr
     )
     assert lines[0].split()[:2] == ["scores", stale.pop()] and "KiB" in lines[0]
     assert (tmp_path / "runs" / "scores" / lines[0].split()[1]).is_dir()  # a dry run deletes nothing
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code + "sys.argv = ['gc', 'gc']; runpy.run_module('harness.store', run_name='__main__')",
-        ],
-        env=env_vars,
-        capture_output=True,
-        text=True,
-    )
+    out = gc_after_upgrade()
     assert out.returncode == 0 and "deleted" in out.stdout.splitlines()[-1], out.stdout + out.stderr
     assert not (tmp_path / "runs" / "scores" / lines[0].split()[1]).exists()
     assert any((tmp_path / "runs" / "unit_run").iterdir())

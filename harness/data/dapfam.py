@@ -12,7 +12,7 @@ needs, through :meth:`ParquetCorpus.iter_batches`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,9 +72,10 @@ class ParquetCorpus:
 TEXT_COLUMNS = (S.TITLE, S.ABSTRACT, S.CLAIMS, S.DESCRIPTION, S.KEYWORDS)
 
 
-def check_columns(path: Path, required: list[str]) -> None:
-    """Raise a :class:`DataError` naming the file and every missing column, or a text column
-    stored as bytes (whose text would otherwise be rendered as ``b'...'``)."""
+def check_columns(path: Path, required: list[str], optional: Sequence[str] = ()) -> list[str]:
+    """Raise a :class:`DataError` naming the file and every missing ``required`` column, or a text
+    column stored as bytes (whose text would otherwise be rendered as ``b'...'``). Returns the
+    ``optional`` columns the file lacks (one schema read for both)."""
     if not path.exists():
         raise DataError(
             f"{path}: file not found. Fix: point dataset.path at a folder holding "
@@ -96,14 +97,16 @@ def check_columns(path: Path, required: list[str]) -> None:
         )
     import pyarrow as pa
 
+    present = set(required) | {c for c in optional if c in schema.names}
     for col in TEXT_COLUMNS:
-        if col in required and (
+        if col in present and (
             pa.types.is_binary(schema.field(col).type) or pa.types.is_large_binary(schema.field(col).type)
         ):
             raise DataError(
                 f"{path}: column {col!r} holds bytes, not text. Fix: decode it and store it as UTF-8 "
                 f"strings (pandas: df[{col!r}].str.decode('utf-8'))."
             )
+    return [c for c in optional if c not in schema.names]
 
 
 def read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
@@ -153,21 +156,17 @@ def read_local(
         )
     files = {**DEFAULT_FILES, **(files or {})}
     qpath, cpath, rpath = (root / files[k] for k in ("queries", "corpus", "qrels"))
-    check_columns(qpath, S.REQUIRED["queries"])
-    check_columns(cpath, S.REQUIRED["corpus"])
-    check_columns(rpath, S.REQUIRED["qrels"])
+    lacking_q = check_columns(qpath, S.REQUIRED["queries"], S.QUERY_COLUMNS + [S.IPC_FULL])
     missing = {
-        "queries": absent(qpath, S.QUERY_COLUMNS),
-        "corpus": absent(cpath, S.CORPUS_COLUMNS),
-        "qrels": absent(rpath, [S.DOMAIN]),
+        "queries": [c for c in lacking_q if c != S.IPC_FULL],  # full IPC codes: read on demand only
+        "corpus": check_columns(cpath, S.REQUIRED["corpus"], S.CORPUS_COLUMNS),
+        "qrels": check_columns(rpath, S.REQUIRED["qrels"], [S.DOMAIN]),
     }
-    check_columns(qpath, [c for c in S.QUERY_COLUMNS if c not in missing["queries"]])  # text stored as bytes
-    check_columns(cpath, [c for c in S.CORPUS_COLUMNS if c not in missing["corpus"]])
     for part, cols in missing.items():
         for c in cols:
             log.warning("%s has no column %r: %s are refused with this data", files[part], c, S.ENABLES[c])
 
-    queries = read_optional(qpath, S.QUERY_COLUMNS + [S.IPC_FULL], missing["queries"] + absent(qpath, [S.IPC_FULL]))
+    queries = read_optional(qpath, S.QUERY_COLUMNS + [S.IPC_FULL], lacking_q)
     docs = read_optional(cpath, [S.DOC_ID, S.IPC3], missing["corpus"])
     qrels = read_optional(rpath, S.QRELS_COLUMNS, missing["qrels"])
     from .digest import files_digest
@@ -180,11 +179,6 @@ def read_local(
         "files": {"queries": str(qpath), "corpus": str(cpath), "qrels": str(rpath)},
         "missing": {k: v for k, v in missing.items() if v},
     }
-
-
-def absent(path: Path, columns: list[str]) -> list[str]:
-    names = pq.read_schema(path).names
-    return [c for c in columns if c not in names]
 
 
 def read_optional(path: Path, columns: list[str], missing: list[str]) -> pd.DataFrame:
