@@ -89,6 +89,15 @@ class DensePRFMethod(StrEnum):
     rocchio = "rocchio"
 
 
+class QueryReductionMethod(StrEnum):
+    tfidf = "tfidf"
+    kl = "kl"
+
+
+class LTRMethod(StrEnum):
+    lambdamart = "lambdamart"
+
+
 class RerankMethod(StrEnum):
     ipc3_disjoint = "ipc3_disjoint"
 
@@ -200,6 +209,31 @@ class DensePRFConf:
 
 
 @dataclass
+class QueryReductionConf:
+    """Patent query reduction for BM25 (harness.query_reduction)."""
+
+    method: QueryReductionMethod = QueryReductionMethod.tfidf
+    n_terms: int = 25
+
+
+@dataclass
+class LTRConf:
+    """Learning to rank over the candidates of the final run and its inputs (harness.ltr)."""
+
+    method: LTRMethod = LTRMethod.lambdamart
+    depth: int = 100  # candidates: the union of each input run's top `depth` families
+    features: List[str] = field(default_factory=lambda: ["run", "ipc", "doc"])  # families (ablations)
+    out_weight: float = 1.0  # gain of an OUT-domain positive (an IN one gains 1)
+    folds: int = 5  # cross-fitting over queries: harness.select's stratified folds
+    seed: int = 0  # of the folds and of LightGBM
+    n_estimators: int = 200
+    learning_rate: float = 0.05
+    num_leaves: int = 15
+    min_child_samples: int = 20
+    truncation: int = 100  # LambdaRank's truncation level: the ranks whose pairs are learned
+
+
+@dataclass
 class RerankConf:
     """Domain-aware re-ranking of the final run (harness.rerank)."""
 
@@ -231,6 +265,8 @@ class Config:
     fusion: Optional[FusionConf] = None
     prf: Optional[PRFConf] = None
     dense_prf: Optional[DensePRFConf] = None
+    query_reduction: Optional[QueryReductionConf] = None
+    ltr: Optional[LTRConf] = None
     rerank: Optional[RerankConf] = None
     passage: PassageConf = field(default_factory=PassageConf)
     search: SearchConf = field(default_factory=SearchConf)
@@ -412,8 +448,35 @@ def check_dense_prf(p, search) -> None:
         )
 
 
+def check_query_reduction(q) -> None:
+    _positive_int(q.n_terms, "query_reduction.n_terms")
+
+
+LTR_FEATURES = ("run", "ipc", "doc")
+
+
+def check_ltr(t, search) -> None:
+    for key in ("depth", "folds", "n_estimators", "num_leaves", "min_child_samples", "truncation"):
+        _positive_int(getattr(t, key), f"ltr.{key}")
+    if t.depth > search.k:
+        raise ConfigError(
+            f"ltr.depth={t.depth} > search.k={search.k}: the input runs hold only search.k families per "
+            f"query. Fix: ltr.depth <= search.k, or raise search.k (up to search.depth)."
+        )
+    if t.folds < 2:
+        raise ConfigError(f"ltr.folds={t.folds}: cross-fitting needs at least 2 folds.")
+    _number(t.out_weight, "ltr.out_weight", 0.0, hint=" (1: OUT positives gain as much as IN ones)")
+    _number(t.learning_rate, "ltr.learning_rate", 1e-6, 1.0)
+    unknown = [f for f in t.features if f not in LTR_FEATURES]
+    if unknown or not len(t.features) or len(set(t.features)) != len(t.features):
+        raise ConfigError(
+            f"ltr.features={list(t.features)}: expected a non-empty list of distinct feature families "
+            f"from {list(LTR_FEATURES)}."
+        )
+
+
 # A lever reads one backend's search; an experiment that has no such backend would drop it silently.
-LEVER_BACKEND = {"prf": "bm25", "dense_prf": "dense"}
+LEVER_BACKEND = {"prf": "bm25", "dense_prf": "dense", "query_reduction": "bm25"}
 
 
 def check_levers(cfg) -> None:
@@ -477,6 +540,10 @@ def check(cfg) -> list[str]:
         check_prf(cfg.prf)
     if cfg.dense_prf is not None:
         check_dense_prf(cfg.dense_prf, cfg.search)
+    if cfg.query_reduction is not None:
+        check_query_reduction(cfg.query_reduction)
+    if cfg.ltr is not None:
+        check_ltr(cfg.ltr, cfg.search)
     if cfg.rerank is not None:
         check_rerank(cfg.rerank)
     check_levers(cfg)
@@ -484,7 +551,7 @@ def check(cfg) -> list[str]:
 
 
 # ----------------------------------------------------------------------- overrides of unselected groups
-OPTIONAL_GROUPS = ("prf", "dense_prf", "rerank", "fusion")
+OPTIONAL_GROUPS = ("prf", "dense_prf", "rerank", "fusion", "query_reduction", "ltr")
 
 
 def unselected_group_keys(overrides: list[str]) -> str | None:
@@ -519,7 +586,14 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
         key = o.split("=", 1)[0].lstrip("+~")
         group = key.split(".", 1)[0]
         if cfg.get(group) is None:
-            example = {"prf": "rm3", "dense_prf": "rocchio", "rerank": "ipc3_disjoint", "fusion": "rrf"}[group]
+            example = {
+                "prf": "rm3",
+                "dense_prf": "rocchio",
+                "rerank": "ipc3_disjoint",
+                "fusion": "rrf",
+                "query_reduction": "tfidf",
+                "ltr": "lambdamart",
+            }[group]
             return (
                 f"{o}: {group} is not selected (it is null), so {key} would set nothing. Fix: choose it first, "
                 f"e.g. {group}={example} {o}"

@@ -26,7 +26,7 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, fuse, passages, rerank
+from . import aggregate, evaluate, fuse, ltr, passages, rerank
 from .backends import get as backend
 from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
 from .data import Dataset
@@ -37,7 +37,7 @@ from .store import Artifact, DamagedArtifact, Store
 
 log = logging.getLogger(__name__)
 
-RUN_KINDS = ("family_run", "fused_run", "reranked_run")
+RUN_KINDS = ("family_run", "fused_run", "ltr_run", "reranked_run")
 
 
 class Experiment:
@@ -58,6 +58,9 @@ class Experiment:
             if cfg.rerank is not None:
                 for part in ("queries", "corpus"):
                     dataset.require(part, [S.IPC3], f"rerank={cfg.rerank.method}")
+            if cfg.get("ltr") is not None and "ipc" in cfg.ltr.features:
+                for part in ("queries", "corpus"):
+                    dataset.require(part, [S.IPC3], "ltr.features=[..., ipc]")
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}
@@ -173,12 +176,16 @@ class Experiment:
         return aggregate.node(self, self.unit_run(name))
 
     def final_run(self) -> Artifact:
-        """The family run, or the fusion of the input runs, then the domain-aware re-ranking if any."""
+        """The family run, or the fusion of the input runs; then learning to rank over it and its
+        inputs, and the domain-aware re-ranking, where chosen."""
         if self.cfg.fusion is not None:
             parts = [self.part(sub).family_run(str(sub.backend)) for sub in self.inputs]
             run = fuse.node(self, parts)
         else:
+            parts = []
             run = self.family_run(str(self.cfg.backend))
+        if self.cfg.get("ltr") is not None:
+            run = ltr.node(self, [run, *parts])
         return rerank.node(self, run) if self.cfg.rerank is not None else run
 
     def scores(self) -> Artifact:

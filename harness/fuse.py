@@ -117,20 +117,28 @@ def node(exp: Experiment, parts: list[Artifact]) -> Artifact:
 # ----------------------------------------------------------------------------- inputs of an N-way fusion
 def _groups() -> dict:
     """Optional config groups a fused run may name by file, and their schema."""
-    from .config import DensePRFConf, FusionConf, PRFConf, RerankConf
+    from .config import DensePRFConf, FusionConf, LTRConf, PRFConf, QueryReductionConf, RerankConf
 
-    return {"prf": PRFConf, "dense_prf": DensePRFConf, "rerank": RerankConf, "fusion": FusionConf}
+    return {
+        "prf": PRFConf,
+        "dense_prf": DensePRFConf,
+        "query_reduction": QueryReductionConf,
+        "rerank": RerankConf,
+        "ltr": LTRConf,
+        "fusion": FusionConf,
+    }
 
 
 def run_config(cfg, overrides):
-    """The config of one input run of an N-way fusion: this experiment's, without fusion and
-    re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
+    """The config of one input run of an N-way fusion: this experiment's, without fusion,
+    learning to rank and re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
 
     Entries compose like a command line: a group chosen by name (``prf: rm3`` loads
     ``conf/prf/rm3.yaml``) first, then dotted keys into it, whatever their order in the entry.
-    ``weight`` is fusion's. A run cannot be a fusion itself or be re-ranked (both apply to the
-    fused run: set them outside ``fusion.runs``). Levers inherited from the fused experiment go
-    only to runs of their backend (``prf`` to BM25 runs, ``dense_prf`` to dense ones)."""
+    ``weight`` is fusion's. A run cannot be a fusion itself, be learned or be re-ranked (they apply
+    to the fused run: set them outside ``fusion.runs``). Levers inherited from the fused experiment
+    go only to runs of their backend (``prf`` and ``query_reduction`` to BM25 runs, ``dense_prf``
+    to dense ones)."""
     from pathlib import Path
 
     from omegaconf import OmegaConf
@@ -140,12 +148,15 @@ def run_config(cfg, overrides):
     sub = cfg.copy()
     sub.fusion = None
     sub.rerank = None
+    sub.ltr = None
     conf = Path(__file__).resolve().parent.parent / "conf"
     GROUPS = _groups()
     items = [(str(k), v) for k, v in dict(overrides).items() if str(k) != "weight"]
     for key, _ in items:
-        if key.split(".", 1)[0] in ("fusion", "rerank"):
-            what = "a fusion itself" if key.startswith("fusion") else "re-ranked on its own"
+        if key.split(".", 1)[0] in ("fusion", "rerank", "ltr"):
+            what = {"fusion": "a fusion itself", "rerank": "re-ranked on its own", "ltr": "learned on its own"}[
+                key.split(".", 1)[0]
+            ]
             raise ConfigError(
                 f"fusion.runs: {key!r} inside a run entry: an input run cannot be {what}. Fix: set "
                 f"{key.split('.', 1)[0]} outside fusion.runs (it applies to the fused run), or list "

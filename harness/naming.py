@@ -31,8 +31,13 @@ def _single(run: Artifact) -> tuple[str, str]:
 
 
 def _prf_name(unit_run: dict) -> str:
-    p = unit_run.get("prf")
-    return f"-{p['method'][:3]}" if p else ""
+    p, q = unit_run.get("prf"), unit_run.get("query_reduction")
+    return (f"-{p['method'][:3]}" if p else "") + (f"-{q['method']}{q['n_terms']}" if q else "")
+
+
+def ltr_label(params: dict) -> str:
+    """``lambdamart(doc+ipc+run,ow=2)``: a learned run's feature families and OUT gain."""
+    return f"{params['method']}({'+'.join(params['features'])},ow={params['out_weight']:g})"
 
 
 def prf_label(unit_run: dict) -> str | None:
@@ -55,6 +60,10 @@ def tag(run: Artifact) -> str:
     if run.kind == "reranked_run":
         inner = tag(run.parents[0]).rsplit(".", 1)[0]
         return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
+    if run.kind == "ltr_run":  # parents: (features, qrels); the features' first parent is the final run
+        inner = tag(run.parents[0].parents[0]).rsplit(".", 1)[0]
+        fam = "".join(f[0] for f in run.params["features"])
+        return f"{inner}.ltr-{fam}-ow{run.params['out_weight']:g}.{run.key[:8]}"
     if run.kind == "fused_run":
         rest, _ = _single(run.parents[0])
         views = [lineage(p)["unit_run"]["query_view"] for p in run.parents]
@@ -74,6 +83,9 @@ def columns(run: Artifact) -> dict:
     reranked = run.params if run.kind == "reranked_run" else None
     if reranked:
         run = run.parents[0]
+    learned = run.params if run.kind == "ltr_run" else None
+    if learned:
+        run = run.parents[0].parents[0]
     fused = run.kind == "fused_run"
     first = run.parents[0] if fused else run
     p = lineage(first)
@@ -102,6 +114,11 @@ def columns(run: Artifact) -> dict:
         "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"])
         if fused and "weights" in run.params
         else None,
+        "query_reduction": "+".join(
+            dict.fromkeys(f"{q['method']}({q['n_terms']})" for x in runs if (q := x.get("query_reduction")) is not None)
+        )
+        or None,
+        "ltr": ltr_label(learned) if learned else None,
         "rerank": reranked["method"] if reranked else None,
         "rerank_weight": reranked["weight"] if reranked else None,
     }

@@ -39,6 +39,8 @@ CONFIG_COLS = [
     "query_views",
     "prf",
     "fusion_weights",
+    "query_reduction",
+    "ltr",
     "rerank",
     "rerank_weight",
     "bm25_k1",
@@ -124,6 +126,10 @@ def _system(r) -> str:
     name = "fusion" if isinstance(r.fusion, str) and r.fusion else r.backend
     if isinstance(getattr(r, "prf", None), str) and r.prf:
         name += " + PRF"
+    if isinstance(getattr(r, "query_reduction", None), str) and r.query_reduction:
+        name += " + QR"
+    if isinstance(getattr(r, "ltr", None), str) and r.ltr:
+        name += " + LTR"
     if isinstance(getattr(r, "rerank", None), str) and r.rerank:
         name += " + IPC3 re-rank"
     return name

@@ -77,7 +77,9 @@ _swept: set[Path] = set()  # roots whose stale temporary folders this process ha
 # Which top-level folder each kind of artifact lives in.
 ROOTS = {
     **dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
-    **dict.fromkeys(("unit_run", "family_run", "fused_run", "reranked_run", "scores"), "runs"),
+    **dict.fromkeys(
+        ("unit_run", "family_run", "fused_run", "ltr_features", "ltr_run", "reranked_run", "scores"), "runs"
+    ),
 }
 
 

@@ -211,6 +211,8 @@ def listing(name: str, jobs, nodes, store) -> str:
         "unit_run": "searches",
         "family_run": "family runs (aggregations)",
         "fused_run": "fused runs",
+        "ltr_features": "LTR feature tables",
+        "ltr_run": "learned runs (LTR, cross-fitted)",
         "reranked_run": "re-ranked runs (IPC3)",
         "scores": "experiments (distinct scores)",
     }

@@ -83,7 +83,7 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
     from conftest import TINY
     from omegaconf import OmegaConf
 
-    from harness.config import NOT_IN_KEYS
+    from harness.config import NOT_IN_KEYS, OPTIONAL_GROUPS
     from harness.data import load_local, mini
     from harness.experiment import Experiment
 
@@ -101,6 +101,7 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
         ("+experiment=doc_bm25", "prf=rocchio"),
         ("+experiment=doc_bm25", "prf=rm3"),
         ("+experiment=rrf_doc", "dense_prf=rocchio", "rerank=ipc3_disjoint"),
+        ("+experiment=doc_bm25", "query_reduction=tfidf", "ltr=lambdamart"),
     ]
     flips = {
         "passage.tokenizer": "words",
@@ -146,6 +147,19 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
         "dense_prf.beta": 0.2,
         "rerank.weight": 0.3,
         "rerank.k": 10,
+        "query_reduction.method": "kl",
+        "query_reduction.n_terms": 7,
+        "ltr.method": "lambdamart",
+        "ltr.depth": 50,
+        "ltr.features": ["run", "ipc"],
+        "ltr.out_weight": 4.0,
+        "ltr.folds": 3,
+        "ltr.seed": 1,
+        "ltr.n_estimators": 50,
+        "ltr.learning_rate": 0.1,
+        "ltr.num_leaves": 7,
+        "ltr.min_child_samples": 5,
+        "ltr.truncation": 20,
     }
 
     def keys(cfg):
@@ -160,7 +174,7 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
 
         def walk(node, prefix=""):
             for k, v in node.items():
-                if v is None and k in ("fusion", "prf", "dense_prf", "rerank"):  # optional groups: walked where set
+                if v is None and k in OPTIONAL_GROUPS:  # optional groups: walked where set
                     continue
                 if isinstance(v, dict) and k not in ("files", "params", "published"):
                     yield from walk(v, f"{prefix}{k}.")
@@ -168,7 +182,7 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
                     yield f"{prefix}{k}"
 
         for leaf in walk(plain):
-            if leaf in NOT_IN_KEYS or leaf == "rerank.method":  # rerank.method: one choice to flip to today
+            if leaf in NOT_IN_KEYS or leaf in ("rerank.method", "ltr.method"):  # one choice each today
                 continue
             assert leaf in flips, f"{leaf}: a new config value; key it or add it to harness.config.NOT_IN_KEYS"
             changed = cfg.copy()
@@ -204,6 +218,9 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
         "prf.original_query_weight",
         "dense_prf.beta",
         "rerank.weight",
+        "query_reduction.n_terms",
+        "ltr.out_weight",
+        "ltr.features",
     } <= set(changes)
 
 

@@ -648,11 +648,27 @@ class BM25:
         prf = prf_params(exp.cfg.prf)
         if prf:
             out["prf"] = prf
+        from ..query_reduction import params_of
+
+        reduction = params_of(exp.cfg.get("query_reduction"))
+        if reduction:
+            out["query_reduction"] = reduction
         return out
 
     def search(self, exp: Experiment, index: Artifact, topics: dict[str, str], params: dict):
-        return search(
-            exp.store.path(index) / "index",
+        """BM25 search; with ``query_reduction``, of the reduced topics, its time counted in the
+        search's (it is part of each query's cost)."""
+        index_dir = exp.store.path(index) / "index"
+        reduced = params.get("query_reduction")
+        t0 = time.perf_counter()
+        if reduced:
+            from ..query_reduction import reduce_topics
+
+            topics, summary = reduce_topics(index_dir, topics, reduced["method"], reduced["n_terms"])
+            log.info("query reduction %s: %s", reduced, summary)
+        reduce_seconds = time.perf_counter() - t0
+        run, seconds, empty = search(
+            index_dir,
             topics,
             params["k1"],
             params["b"],
@@ -661,6 +677,7 @@ class BM25:
             exp.cfg.bm25.max_clauses,
             params.get("prf"),
         )
+        return run, seconds + reduce_seconds, empty
 
 
 BACKEND = BM25()
