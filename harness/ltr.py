@@ -41,6 +41,7 @@ file per fold and ``importance.csv`` (gain and split counts per feature, family 
 from __future__ import annotations
 
 import logging
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -105,6 +106,20 @@ def _sets(values) -> set:
     return {str(v) for v in values if v is not None and str(v)}
 
 
+IPC4 = re.compile(r"\b[A-H][0-9]{2}[A-Z]")  # an IPC subclass, as in "A61K 31/00" or "A61K31/00"
+
+
+def ipc4(values) -> set:
+    """IPC subclasses (four characters) of a full-codes value: IPC codes wherever they stand
+    (``"A61K 31/00; G06F 16/00"``), else the first four characters of each space-, comma- or
+    semicolon-separated code (other schemes, such as cacm-xdom's ``"4.22"``)."""
+    if values is None or (isinstance(values, float) and values != values):
+        return set()
+    text = values if isinstance(values, str) else " ".join(str(v) for v in values if v is not None)
+    found = set(IPC4.findall(text))
+    return found or {c[:4] for c in re.split(r"[\s,;|]+", text) if c}
+
+
 def _overlap(a: list[set], b: list[set], name: str) -> dict:
     shared = np.array([len(x & y) for x, y in zip(a, b)], float)
     union = np.array([len(x | y) for x, y in zip(a, b)], float)
@@ -126,8 +141,8 @@ def ipc_features(cands: pd.DataFrame, q3: dict, d3: dict, qfull: dict | None = N
     out["ipc3_disjoint"] = np.where(known, out["ipc3_shared"] == 0, np.nan).astype(float)
     out.update(_overlap([{c[0] for c in x} for x in qs], [{c[0] for c in x} for x in ds], "section"))
     if qfull is not None and dfull is not None:
-        q4 = [{c[:4] for c in _sets(qfull.get(q))} for q in cands["query_id"]]
-        d4 = [{c[:4] for c in _sets(dfull.get(d))} for d in cands["doc_id"]]
+        q4 = [ipc4(qfull.get(q)) for q in cands["query_id"]]
+        d4 = [ipc4(dfull.get(d)) for d in cands["doc_id"]]
         out.update(_overlap(q4, d4, "ipc4"))
     else:
         out.update({"ipc4_shared": np.full(len(cands), np.nan), "ipc4_jaccard": np.full(len(cands), np.nan)})
