@@ -159,7 +159,8 @@ def main(argv=None) -> int:
     q3 = dict(zip(ds.queries[S.QUERY_ID], ds.queries[S.IPC3]))
     runs = {s: read_trec(run_path(results, r)) for s, r in zip(a.systems, rows)}
     table = pair_table(runs, ds.positives, q3, ds.doc_ipc3, a.k)
-    miss = misses(*runs.values(), ds.positives, a.k, tuple(a.systems))
+    first, second = runs.values()
+    miss = misses(first, second, ds.positives, a.k, tuple(a.systems))
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.3f}".format):
         print(table.sort_values("out_positives", ascending=False).to_string(index=False))
     counts = miss["found_by"].value_counts()
