@@ -118,6 +118,7 @@ def columns(run: Artifact) -> dict:
             dict.fromkeys(f"{q['method']}({q['n_terms']})" for x in runs if (q := x.get("query_reduction")) is not None)
         )
         or None,
+        "search_k": f["k"],  # families per (input) run: deeper than 100 gives re-ranking and LTR more candidates
         "ltr": ltr_label(learned) if learned else None,
         "rerank": reranked["method"] if reranked else None,
         "rerank_weight": reranked["weight"] if reranked else None,

@@ -40,6 +40,7 @@ CONFIG_COLS = [
     "prf",
     "fusion_weights",
     "query_reduction",
+    "search_k",
     "ltr",
     "rerank",
     "rerank_weight",

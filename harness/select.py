@@ -48,6 +48,8 @@ BASELINE_WHERE = (
     "fusion.weights=null",
     "prf=null",
     "dense_prf=null",
+    "query_reduction=null",
+    "ltr=null",
     "rerank=null",
 )
 

@@ -3,8 +3,9 @@
     python -m harness.submit --out submission/ doc_bm25 rrf_doc [--results $HARNESS_ROOT/runs/results.jsonl]
 
 For each system (experiment name, run tag or scores key in the results table): the run file,
-validated (format, one tag, no duplicates, ranks vs scores, <= 100 per topic, known qids and
-docids), copied as ``<tag>.trec``; its resolved Hydra config as ``<tag>.config.yaml``; its manifest
+validated (format, one tag, no duplicates, ranks vs scores, known qids and docids), copied as
+``<tag>.trec`` with at most 100 families per topic (a deeper run is cut to its top 100, the families
+the measures at 100 score); its resolved Hydra config as ``<tag>.config.yaml``; its manifest
 as ``<tag>.manifest.json``; plus a README listing the runs and their scores. Nothing is written
 if any run is invalid.
 """
@@ -19,7 +20,10 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from .runs import read_trec, top_k, write_trec
 from .store import write_text_atomic
+
+SUBMIT_K = 100  # families per topic in a submission (TREC; DAPFAM's measures are at 100)
 
 
 def dataset_of(results: Path, row: dict):
@@ -60,7 +64,7 @@ def package(
                 f"the experiment's config rebuilds it (it detects the damage), then submit again."
             )
         ds = dataset if dataset is not None else dataset_of(results, r)
-        problems = validate(run, None, 100, set(ds.query_ids), set(ds.doc_ipc3))
+        problems = validate(run, None, None, set(ds.query_ids), set(ds.doc_ipc3))  # depth: cut below
         if problems:
             raise SystemExit(f"{run} is not a valid submission: " + "; ".join(map(str, problems[:5])))
     if out.exists() and not out.is_dir():
@@ -80,7 +84,15 @@ def package(
         # under other names, so its name and config are this row's own.
         man = {**man, "experiment": r.get("experiment"), "config": r["config"]}
         tag = man["tag"]
-        shutil.copyfile(run, out / f"{tag}.trec")
+        table = read_trec(run)
+        if table.groupby("query_id").size().max() > SUBMIT_K:  # a deep run (search.k > 100): its top 100
+            write_trec(top_k(table, SUBMIT_K), out / f"{tag}.trec", tag)
+            man = {**man, "submitted_per_topic": SUBMIT_K}
+        else:
+            shutil.copyfile(run, out / f"{tag}.trec")
+        problems = validate(out / f"{tag}.trec", None, SUBMIT_K)
+        if problems:
+            raise SystemExit(f"{out / f'{tag}.trec'} is not a valid submission: " + "; ".join(map(str, problems[:5])))
         write_text_atomic(out / f"{tag}.config.yaml", OmegaConf.to_yaml(OmegaConf.create(man["config"])))
         write_text_atomic(out / f"{tag}.manifest.json", json.dumps(man, indent=2, sort_keys=True) + "\n")
         readme.append(
@@ -88,7 +100,8 @@ def package(
         )
     readme += [
         "",
-        "Run files are TREC format (`qid Q0 docid rank score tag`), 100 families per topic, validated by "
+        "Run files are TREC format (`qid Q0 docid rank score tag`), 100 families per topic (a deeper run, "
+        "e.g. search.k=300 for deep candidates, is cut to its top 100: what the measures at 100 score), validated by "
         "`python -m harness.validate_run` against the dataset's topics and documents. Each run's resolved Hydra "
         "config and manifest (versions, dataset revision, model, checksums, timings) sit beside it; "
         "`python -m harness.run` with that config reproduces it.",

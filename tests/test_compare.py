@@ -140,3 +140,23 @@ def test_tags_differ_with_k1_and_submit_refuses_one_tag_twice(cfg_factory, tmp_p
     with pytest.raises(SystemExit, match="share the tag"):
         package(results, ["bm25_0", rows[0]["scores_key"]], tmp_path / "sub2")
     assert not (tmp_path / "sub2").exists()
+
+
+@pytest.mark.slow
+def test_a_deep_run_is_submitted_as_its_top_100(cfg_factory, tmp_path):
+    """search.k=150 (deep candidates) writes 150 families per topic; the submission holds the first
+    100 of them, rank for rank, and passes the validator's 100-per-topic check."""
+    from pathlib import Path
+
+    from harness.run import execute
+    from harness.runs import read_trec, top_k
+    from harness.submit import package
+    from harness.validate_run import validate
+
+    row = execute(cfg_factory("+experiment=doc_bm25", "search.k=150", "name=deep"))
+    deep = read_trec(row["run_file"])
+    assert deep.groupby("query_id").size().max() > 100
+    out = package(Path(row["config"]["root"]) / "runs" / "results.jsonl", ["deep"], tmp_path / "sub")
+    sent = out / f"{row['tag']}.trec"
+    assert validate(sent, row["tag"], 100) == []
+    pd.testing.assert_frame_equal(read_trec(sent), top_k(deep, 100).reset_index(drop=True), check_dtype=False)
