@@ -12,6 +12,7 @@ QUICK = [
     ["encoding.py"],
     ["sweep_rerun.py", "dataset.params.n_docs=200", "dataset.params.n_queries=15"],
     ["dapfam_scale.py", "--families", "3000"],
+    ["query_reduction.py", "--families", "3000", "--queries", "200"],
 ]
 
 failed = 0
