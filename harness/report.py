@@ -207,14 +207,27 @@ def _save(fig, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def write_report(store: Store, results_path: Path, keys: list[str], name: str) -> Path:
-    """Table and plots of the experiments with these scores keys."""
+def write_report(
+    store: Store,
+    results_path: Path,
+    keys: list[str],
+    name: str,
+    overrides: dict[str, list[str]] | None = None,
+    dataset_of=None,
+) -> Path:
+    """Table, plots and results page (``index.html``, :mod:`harness.report_page`) of the
+    experiments with these scores keys. ``overrides`` (scores key -> the sweep's overrides) gives
+    each row its ``command``; ``dataset_of`` (scores key -> loaded dataset) the page's query texts."""
+    from .report_page import command, write_page
+
     wanted = set(keys)
     rows = [r for r in read_rows(results_path) if r.get("scores_key") in wanted]
     out = store.report_dir(name)
     df = results_frame(rows)
     if df.empty:
         return out
+    commands = {k: command(o) for k, o in (overrides or {}).items()}
+    df["command"] = df["scores_key"].map(commands)
     tmp = out / "results.csv.tmp"
     df.to_csv(tmp, index=False)
     os.replace(tmp, out / "results.csv")
@@ -222,4 +235,5 @@ def write_report(store: Store, results_path: Path, keys: list[str], name: str) -
     primary = metrics_of(rows)[0]
     plot_in_vs_out(df, out / "in_vs_out.png", primary)
     plot_passage_length(df, out / "passage_length.png", primary)
+    write_page(out, df, commands, results_path, primary, name, dataset_of)
     return out

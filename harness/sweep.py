@@ -388,7 +388,14 @@ def main(argv: list[str] | None = None) -> int:
 
     first_cfg = next(iter(info["scores"].values()))[1]
     try:
-        out = write_report(store, Path(first_cfg.root) / first_cfg.results, list(info["scores"]), name)
+        out = write_report(
+            store,
+            Path(first_cfg.root) / first_cfg.results,
+            list(info["scores"]),
+            name,
+            {k: list(o) for k, (o, _) in info["scores"].items()},
+            lambda key: datasets.get(info["scores"][key][1]),
+        )
     except ResultsError as e:
         print(f"sweep {name}: no report: {e}", file=sys.stderr)
         return 1
