@@ -36,8 +36,10 @@ TEXT_CHARS = 600  # characters of a query's text shown (title and abstract)
 
 
 def command(overrides: list[str]) -> str:
-    """The shell command that reproduces an experiment of a sweep: its overrides as written."""
-    return "python -m harness.run " + " ".join(shlex.quote(o) for o in overrides)
+    """The shell command that reproduces an experiment of a sweep: its overrides as written, less
+    those of Hydra itself (a launcher's settings configure the sweep's jobs, not the experiment)."""
+    own = [o for o in overrides if not o.lstrip("+~").startswith(("hydra.", "hydra/"))]
+    return "python -m harness.run " + " ".join(shlex.quote(o) for o in own)
 
 
 def _num(v):

@@ -62,7 +62,9 @@ def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path
 
     def table(root):
         t = pd.read_csv(root / "runs" / "report" / "small" / "results.csv")
-        return t.drop(columns=[c for c in t if c in ("run_file", "ms/query", "index_seconds", "encode_seconds")])
+        return t.drop(
+            columns=[c for c in t if c in ("run_file", "ms/query", "index_seconds", "encode_seconds", "command")]
+        )
 
     pd.testing.assert_frame_equal(
         table(tmp_path / "slurm").sort_values("scores_key").reset_index(drop=True),
