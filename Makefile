@@ -29,11 +29,12 @@ lint: $(STAMP)
 # The fast tier, for the edit loop: lint, types and the tests that need no JVM and no model
 # (HARNESS_FAST_TIER=1 makes a test that starts either fail, naming the fix: mark it slow).
 check: lint
-	HARNESS_FAST_TIER=1 $(PY) -m pytest -q -m "not slow" -p no:cacheprovider tests
+	HARNESS_FAST_TIER=1 $(PY) -m pytest -q -n 2 --dist worksteal -m "not slow" -p no:cacheprovider tests
 
-# Everything (what CI runs): lint, types and every test, fast and slow, on two workers.
+# Everything (what CI runs): lint, types and every test, fast and slow, on two workers that steal
+# queued tests from each other (a few tests take far longer than the rest: no worker idles at the end).
 test: lint
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --dist worksteal tests
 
 # The main job: the named sweep on the embedded synthetic data (DATASET=local ARGS='dataset.path=…'
 # for a DAPFAM-format folder), then the results table and plots in runs/report/<sweep>/.

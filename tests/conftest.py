@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
@@ -9,8 +10,16 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Under pytest-xdist each worker (and each harness process a test starts) gets one math thread:
+# two workers that each spread torch or faiss over every core only fight over the same cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 CONF = ROOT / "conf"
 SHARED_CACM = ROOT.parent / "shared" / "data" / "cacm-xdom"
+SHARED_CACM_CODED = ROOT.parent / "shared" / "data" / "cacm-xdom-coded"  # only coded articles, as in DAPFAM
 
 # A small synthetic set: the same generator as the default, sized for tests.
 TINY = {
@@ -27,8 +36,14 @@ TINY = {
 }
 
 
+# Tests check the harness's mechanics, not the encoder's quality: 64 word pieces per text instead
+# of MiniLM's 256 make every dense build on the tiny set a few times cheaper on a CPU (the tiny
+# texts run to 150-700 word pieces) while still truncating, windowing and pooling for real.
+TINY_ENCODER = ["encoder.max_length=64"]
+
+
 def tiny_overrides() -> list[str]:
-    return [f"dataset.params.{k}={v}" for k, v in TINY.items()]
+    return [f"dataset.params.{k}={v}" for k, v in TINY.items()] + TINY_ENCODER
 
 
 def make_cfg(root: Path, *overrides: str, tiny: bool = True):

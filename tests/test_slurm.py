@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT, tiny_overrides
 
+from harness.sweep import main
+
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 
 
@@ -57,8 +59,8 @@ def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path
     ]
     r = _sweep(tmp_path / "slurm", sweep, slurm, "launcher=slurm", *settings)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    local = _sweep(tmp_path / "local", sweep, slurm)
-    assert local.returncode == 0, (local.stdout + local.stderr)[-3000:]
+    # the reference: the same sweep in this process (no second start-up of a JVM and a model)
+    assert main([f"sweep={sweep}", f"root={tmp_path / 'local'}", *tiny_overrides()]) == 0
 
     def table(root):
         t = pd.read_csv(root / "runs" / "report" / "small" / "results.csv")

@@ -69,7 +69,15 @@ def test_expand_parses_values_as_hydra_does():
 
 
 @pytest.mark.slow
-def test_listing_counts_distinct_indexes(tmp_path, sweep_file, capsys):
+def test_listing_counts_distinct_indexes(tmp_path, sweep_file, capsys, monkeypatch):
+    import functools
+
+    from harness import cost
+
+    # the listing calibrates this machine for real, on smaller synthetic points than a user's
+    # first listing (the code path is the same; the sizes only set how long it takes)
+    monkeypatch.setattr(cost, "POINT_FAMILIES", (4, 8))
+    monkeypatch.setattr(cost, "_calibrate_runs", functools.partial(cost._calibrate_runs, queries=50, depth=200))
     assert main(args(tmp_path, sweep_file, "list=true")) == 0
     out = capsys.readouterr().out
     # distinct (view, granularity, backend): bm25 doc TA, doc FULL, p32 FULL, p64 FULL; dense doc TA, doc FULL
@@ -256,10 +264,12 @@ def _parent(pid: int) -> int | None:
 
 
 @pytest.mark.slow
-def test_a_report_that_cannot_be_written_is_one_line(tmp_path, sweep_file, monkeypatch, capsys):
+def test_a_report_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
     """A cached sweep on a read-only root: the report's OSError becomes one line naming the fix."""
     from harness import report
 
+    sweep_file = tmp_path / "one.yaml"  # one cached job is enough to reach the report
+    sweep_file.write_text("blocks:\n  b:\n    +experiment: doc_bm25\n    target_fields: TA\n")
     assert main(args(tmp_path, sweep_file)) == 0
 
     def read_only(*a, **k):
