@@ -46,6 +46,11 @@ def tiny_overrides() -> list[str]:
     return [f"dataset.params.{k}={v}" for k, v in TINY.items()] + TINY_ENCODER
 
 
+def sweep_args(root: Path, sweep: Path, *extra: str) -> list[str]:
+    """``harness.sweep`` arguments for a sweep file on the tiny set, artifacts under ``root``."""
+    return [f"sweep={sweep}", f"root={root}", *tiny_overrides(), *extra]
+
+
 def make_cfg(root: Path, *overrides: str, tiny: bool = True):
     """Compose the project's Hydra config as the CLI would, with artifacts under ``root``."""
     import harness.config  # noqa: F401  (registers the config schema)

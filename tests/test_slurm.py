@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_overrides
+from conftest import ROOT, sweep_args
 
 from harness.sweep import main
 
@@ -35,7 +35,7 @@ def slurm():
 
 def _sweep(root: Path, sweep: Path, env: dict, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "harness.sweep", f"sweep={sweep}", f"root={root}", *tiny_overrides(), *extra],
+        [sys.executable, "-m", "harness.sweep", *sweep_args(root, sweep, *extra)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -60,7 +60,7 @@ def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path
     r = _sweep(tmp_path / "slurm", sweep, slurm, "launcher=slurm", *settings)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     # the reference: the same sweep in this process (no second start-up of a JVM and a model)
-    assert main([f"sweep={sweep}", f"root={tmp_path / 'local'}", *tiny_overrides()]) == 0
+    assert main(sweep_args(tmp_path / "local", sweep)) == 0
 
     def table(root):
         t = pd.read_csv(root / "runs" / "report" / "small" / "results.csv")

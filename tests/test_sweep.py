@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, killed_at, tiny_overrides
+from conftest import ROOT, killed_at
+from conftest import sweep_args as args
 
 from harness.sweep import expand, load_sweep, main
 
@@ -35,10 +36,6 @@ def sweep_file(tmp_path):
     p = tmp_path / "small.yaml"
     p.write_text(SWEEP)
     return p
-
-
-def args(root, sweep_file, *extra):
-    return [f"sweep={sweep_file}", f"root={root}", *tiny_overrides(), *extra]
 
 
 def test_expand_is_the_product_of_each_block(sweep_file):
