@@ -231,6 +231,11 @@ class LTRConf:
     num_leaves: int = 15
     min_child_samples: int = 20
     truncation: int = 100  # LambdaRank's truncation level: the ranks whose pairs are learned
+    # Families the identity check may flag and you accept anyway (tagged in the run and its row).
+    allow_identifying: List[str] = field(default_factory=list)
+    prior: Optional[str] = None  # the `prior` family's judgments: a qrels file of queries NOT scored
+    train: Optional[str] = None  # learn on this dataset (a DAPFAM-format folder or mini), apply here
+    nested: bool = True  # nested out-of-fold scores, so that harness.select can choose among LTR rows
 
 
 @dataclass
@@ -452,9 +457,6 @@ def check_query_reduction(q) -> None:
     _positive_int(q.n_terms, "query_reduction.n_terms")
 
 
-LTR_FEATURES = ("run", "ipc", "doc")
-
-
 def check_ltr(t, search) -> None:
     for key in ("depth", "folds", "n_estimators", "num_leaves", "min_child_samples", "truncation"):
         _positive_int(getattr(t, key), f"ltr.{key}")
@@ -467,12 +469,34 @@ def check_ltr(t, search) -> None:
         raise ConfigError(f"ltr.folds={t.folds}: cross-fitting needs at least 2 folds.")
     _number(t.out_weight, "ltr.out_weight", 0.0, hint=" (1: OUT positives gain as much as IN ones)")
     _number(t.learning_rate, "ltr.learning_rate", 1e-6, 1.0)
-    unknown = [f for f in t.features if f not in LTR_FEATURES]
+    from .ltr import DOCUMENT_FAMILIES, FAMILIES, IDENTIFYING
+
+    unknown = [f for f in t.features if f not in FAMILIES]
     if unknown or not len(t.features) or len(set(t.features)) != len(t.features):
         raise ConfigError(
             f"ltr.features={list(t.features)}: expected a non-empty list of distinct feature families "
-            f"from {list(LTR_FEATURES)}."
+            f"from {list(FAMILIES)}."
         )
+    allowed = list(t.get("allow_identifying") or [])
+    if any(f not in DOCUMENT_FAMILIES for f in allowed):
+        raise ConfigError(
+            f"ltr.allow_identifying={allowed}: expected families whose values belong to the document, "
+            f"from {list(DOCUMENT_FAMILIES)}."
+        )
+    for f in IDENTIFYING:
+        if f in t.features and f not in allowed:
+            raise ConfigError(
+                f"ltr.features=[..., {f}]: {f} tells documents apart (an exact per-document value), so the ranker "
+                f"would learn which documents other queries' judgments cite, not what makes prior art. Fix: "
+                f"use doc (the same value in coarse buckets), or name it in ltr.allow_identifying=[{f}] (tagged)."
+            )
+    if ("prior" in t.features) != bool(t.get("prior")):
+        raise ConfigError(
+            "ltr.features and ltr.prior: the prior family needs ltr.prior=FILE (judgments of queries that are "
+            "not scored) and ltr.prior needs prior in ltr.features. Fix: set both or neither."
+        )
+    if t.get("prior") and t.get("train"):
+        raise ConfigError("ltr.prior with ltr.train: a model trained elsewhere has no prior here. Fix: one of them.")
 
 
 # A lever reads one backend's search; an experiment that has no such backend would drop it silently.

@@ -395,7 +395,14 @@ def estimate(
                 )
         elif n.kind == "family_run":
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * _depth(n)
-        elif n.kind in ("fused_run", "reranked_run", "ltr_features", "ltr_run"):  # inputs of search.k rows per query
+        elif n.kind in (
+            "fused_run",
+            "reranked_run",
+            "ltr_features",
+            "ltr_identity",
+            "ltr_model",
+            "ltr_run",
+        ):  # inputs of search.k rows per query
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * 100 * max(1, len(n.parents))
         elif n.kind == "scores":
             out["scores"] += 0.15 + c["score_s_per_query"] * nq

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .store import Artifact
 
 DEFAULT_MEASURES = ("nDCG@100", "R@100")
-VERSION = 5  # of the scores builder (harness.env): bump when a change alters per_query.csv or means
+VERSION = 6  # of the scores builder (harness.env): bump when a change alters per_query.csv or means
 
 
 def measure_names(names) -> list[str]:
@@ -147,6 +147,22 @@ def score(run: pd.DataFrame, dataset, measures=DEFAULT_MEASURES, subsets=SUBSETS
     return pd.concat(parts, ignore_index=True)
 
 
+def score_nested(nested: pd.DataFrame, dataset, measures=DEFAULT_MEASURES) -> pd.DataFrame:
+    """Per-query scores of a learned run's nested rankings (:func:`harness.ltr.nested_fit`):
+    ``(outer_fold, subset, query_id, measure, value)``, each outer fold's queries only (the held
+    fold's own queries are not in its nested ranking and are not scored as 0)."""
+    parts = []
+    for f, run in nested.groupby("outer_fold", sort=True):
+        qids = set(run["query_id"])
+        for s in SUBSETS:
+            j = dataset.judgments(s)
+            pq = per_query(run, j[j["query_id"].isin(qids)], measures)
+            pq.insert(0, "subset", s)
+            pq.insert(0, "outer_fold", int(f))
+            parts.append(pq)
+    return pd.concat(parts, ignore_index=True)
+
+
 def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
     """Mean per subset and measure, with the number of queries averaged over."""
     g = per_query_table.groupby(["subset", "measure"], sort=False)["value"]
@@ -166,6 +182,9 @@ def node(exp: Experiment, run: Artifact) -> Artifact:
         run_file = exp.store.path(run) / "run.trec"
         table = score(read_trec(run_file), exp.ds, exp.metrics)
         table.to_csv(tmp / "per_query.csv", index=False)
+        nested = exp.store.path(run) / "nested.parquet"
+        if nested.exists():  # a learned run's nested scores: what harness.select chooses on
+            score_nested(pd.read_parquet(nested), exp.ds, exp.metrics).to_csv(tmp / "nested_per_query.csv", index=False)
         write_json_atomic(
             tmp / "manifest.json",
             manifest.build(

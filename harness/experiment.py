@@ -175,17 +175,19 @@ class Experiment:
     def family_run(self, name: str) -> Artifact:
         return aggregate.node(self, self.unit_run(name))
 
-    def final_run(self) -> Artifact:
-        """The family run, or the fusion of the input runs; then learning to rank over it and its
-        inputs, and the domain-aware re-ranking, where chosen."""
+    def candidate_runs(self) -> list[Artifact]:
+        """The family run, or the fusion of the input runs followed by those runs: what learning to
+        rank takes its candidates and run features from (the first is the run it improves on)."""
         if self.cfg.fusion is not None:
             parts = [self.part(sub).family_run(str(sub.backend)) for sub in self.inputs]
-            run = fuse.node(self, parts)
-        else:
-            parts = []
-            run = self.family_run(str(self.cfg.backend))
-        if self.cfg.get("ltr") is not None:
-            run = ltr.node(self, [run, *parts])
+            return [fuse.node(self, parts), *parts]
+        return [self.family_run(str(self.cfg.backend))]
+
+    def final_run(self) -> Artifact:
+        """The candidate runs' first; then learning to rank over them, and the domain-aware
+        re-ranking, where chosen."""
+        runs = self.candidate_runs()
+        run = ltr.node(self, runs) if self.cfg.get("ltr") is not None else runs[0]
         return rerank.node(self, run) if self.cfg.rerank is not None else run
 
     def scores(self) -> Artifact:
@@ -266,10 +268,13 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
     run = scores.parents[0]
     meta = exp.store.meta(scores)
     name = tag(run)
+    learned = next((n for n in exp.nodes if n.kind == "ltr_run" and n in (run, *run.parents)), None)
     return {
         "experiment": cfg.get("name") or name,
         "dataset": dataset.name,
         **columns(run),
+        # families the identity check flagged and ltr.allow_identifying let through (harness.ltr)
+        "ltr_identifying": ",".join(exp.store.meta(learned).get("identifying", [])) or None if learned else None,
         "tag": name,
         "metrics": exp.metrics,
         **meta["means"],

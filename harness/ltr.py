@@ -8,40 +8,74 @@ that no rule promotes: a family far from the query's IPC3 codes but close in tex
 Candidates are the union of each input run's top ``depth`` families (the final run and, for a
 fusion, every fused run). Feature families (``ltr.features``; drop one for an ablation):
 
-* ``run``: per input run, the score, the per-query min-max normalised score and the rank (a
-  family a run did not retrieve: score missing, rank ``depth + 1``); for passage runs the number of
-  retrieved passages and their mean score; the number of runs that retrieved the family; the
-  query's length;
-* ``ipc``: IPC3 codes shared with the query (count, Jaccard, disjoint flag), the same for IPC
-  sections (the code's first character) and, where the data has full codes, IPC4 (the first four
-  characters, a subclass in DAPFAM), and each side's number of IPC3 codes;
-* ``doc``: the target family's length. Over queries that share one corpus, document features can
-  learn which documents are often cited: a legitimate prior, but one a reader must see, hence its
-  own family and the ablation rows of ``conf/sweep/beyond2.yaml``.
+* ``run`` (about the pair): per input run, the score, the per-query min-max normalised score and
+  the rank (a family a run did not retrieve: score missing, rank ``depth + 1``); for passage runs
+  the number of retrieved passages and their mean score; the number of runs that retrieved the
+  family; the query's length;
+* ``ipc`` (about the pair): IPC3 codes shared with the query (count, Jaccard, disjoint flag), the
+  same for IPC sections (the code's first character) and, where the data has full codes, IPC4 (the
+  first four characters, a subclass in DAPFAM), and each side's number of IPC3 codes;
+* ``ipcpair`` (about classes, learned): how often candidates of the query's IPC3 class x the
+  candidate's IPC3 class (and IPC section x section) are positives, and OUT positives, in the
+  training folds' judgments (smoothed rates; the best and the mean over the pair's codes).
+  Learned across queries, but about class pairs ("which fields cite which"), never documents;
+  computed inside cross-fitting, each row from folds other than its own and the held one;
+* ``doc`` (the candidate's content, coarsely): its length in log2 buckets (1-2, 3-4, 5-8 ... words);
+* ``doclen``: the exact length. **Identifying**: refused unless ``ltr.allow_identifying`` names it;
+* ``prior`` (``ltr.prior=FILE``): how often the candidate is cited in judgments that are *not*
+  scored (another dataset's or split's qrels), a citation prior done in the open.
+
+**What the ranker may learn.** It learns from the judgments of the queries it is scored on (other
+folds'). About query-candidate pairs, that is learning; about documents, it is the answer key:
+on a fixed corpus, any value precise enough to tell documents apart (a length, a year, a count)
+lets the model learn which documents *other* queries' judgments cite and rank those first (on
+CACM, 94% of positive pairs have a target another query also cites). :func:`identity_check`
+tests every family whose values belong to the candidate document: each document gets another
+document's values (a random permutation over the corpus), the model is retrained, and a family
+whose permuted copy beats the same values shuffled across query-candidate rows (which name no
+document; the model without the family is reported too) on held-out queries (one-sided sign-flip
+test over queries, nDCG@100 on ALL and OUT, Holm-corrected over every family and subset at
+0.05) is *identifying*: the learned run is refused unless ``ltr.allow_identifying``
+names the family, and then its tag and the results row say so. The check runs when a learned run
+is built; ``python -m harness.ltr identity SCORES_KEY`` prints it.
 
 Labels: 0 for a candidate that is not a positive, 1 for an IN-domain positive, 2 for an OUT-domain
 one, with LambdaRank gains ``[0, 1, out_weight]``: ``out_weight=1`` learns ALL relevance, larger
 values trade IN for OUT, so a researcher can trace the front.
 
-**Cross-fitting.** Queries are split into ``folds`` folds by :func:`harness.select.stratified_folds`
-(stratified by OUT positives, same seed: the folds ``harness.select`` uses). A query's ranking
-always comes from the model trained on the *other* folds, so every score this stage reports is
-out-of-fold; ``tests/test_ltr.py`` shuffles a held fold's judgments and checks its ranking does not
-move. (Selecting among LTR configurations with ``harness.select`` adds a second-order leak: the
-configuration chosen for fold f is compared on other folds' scores, whose models saw fold f.
-``select``'s held-out test is still on queries the choice did not see.) Queries with no positive
-are never scored; they are ranked by fold 0's model. LightGBM runs on one thread with
+**Cross-fitting.** Queries are split into ``folds`` folds by :func:`folds_of` (select's folds:
+stratified by whether a query has OUT positives, same seed). A query's ranking always comes from
+the model trained on the *other* folds, so every score this stage reports is out-of-fold. What is
+guaranteed, exactly: *given the folds*, a query's judgments never move its own ranking
+(``tests/test_ltr.py``); the folds themselves depend on which queries have an OUT positive, so a
+judgment that turns a query's only OUT positive IN can move other queries between folds.
+**Nested scores** (``nested.parquet``): for each outer fold f and each other fold g, g's queries
+ranked by a model trained on the folds other than f and g. ``harness.select`` chooses fold f's
+configuration on those, so neither f's model nor f's choice saw f's labels. Queries with no
+positive are never scored; they are ranked by fold 0's model. LightGBM runs on one thread with
 ``deterministic=True``, so the same inputs give the same bytes.
 
-Artifacts: the features (keyed by the input runs, topics and corpus; every objective reuses them)
-and the learned run (keyed by the features, the qrels and every LightGBM setting) with one model
-file per fold and ``importance.csv`` (gain and split counts per feature, family and fold).
+**Train on one dataset, apply to another** (``ltr.train=DIR``, a DAPFAM-format folder): the same
+runs are built on that dataset, one model learns from all of its judgments (an ``ltr_model``
+artifact keyed by its features and qrels) and ranks this dataset's candidates; this dataset's
+judgments are then never read by the ranker. This is how a DAPFAM user learns to rank: train
+elsewhere, evaluate on DAPFAM.
+
+Artifacts: the features (keyed by the input runs, topics and corpus; every objective reuses them;
+the per-document values live in ``docs.parquet`` so the identity check can move them), the
+identity check, and the learned run (keyed by the features, the qrels and every LightGBM setting)
+with one model file per fold and ``importance.csv`` (gain and split counts per feature, family
+and fold).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
 import re
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,14 +84,30 @@ import pandas as pd
 from .runs import top_k, with_ranks
 
 if TYPE_CHECKING:
+    from omegaconf import DictConfig
+
     from .experiment import Experiment
     from .store import Artifact
 
 log = logging.getLogger(__name__)
 
 METHODS = ("lambdamart",)
-FEATURES_VERSION = 1  # of the features builder (harness.env): bump when a change alters features.parquet
-VERSION = 1  # of the learned-run builder
+FEATURES_VERSION = 2  # of the features builder (harness.env): bump when a change alters its files
+VERSION = 2  # of the learned-run builder
+IDENTITY_VERSION = 2  # of the identity check
+MODEL_VERSION = 1  # of a model trained on another dataset (ltr.train)
+
+FAMILIES = ("run", "ipc", "ipcpair", "doc", "doclen", "prior")
+DOCUMENT_FAMILIES = (
+    "ipc",
+    "ipcpair",
+    "doc",
+    "doclen",
+)  # values that belong to the candidate document: identity-checked
+IDENTIFYING = ("doclen",)  # precise per-document values: refused before anything runs unless allowed
+SHORT = {"run": "r", "ipc": "i", "ipcpair": "c", "doc": "d", "doclen": "L", "prior": "p"}
+PAIR_SMOOTHING = 20.0  # pseudo-rows at the overall rate: a class pair seen in few rows says little  # run tags
+ALPHA = 0.05  # identity check: Holm-corrected over every family and subset
 
 
 # ----------------------------------------------------------------------------- features (pure)
@@ -152,12 +202,162 @@ def ipc_features(cands: pd.DataFrame, q3: dict, d3: dict, qfull: dict | None = N
 
 
 def family_of(feature: str) -> str:
-    """The feature family of a column of :func:`features`."""
+    """The feature family of a feature column (module docstring)."""
+    if feature.startswith("pair_"):
+        return "ipcpair"
     if feature.startswith(("ipc", "section", "q_ipc", "d_ipc")):
         return "ipc"
-    if feature == "doc_len":
+    if feature == "doc_len_log2":
         return "doc"
+    if feature == "doc_len":
+        return "doclen"
+    if feature.startswith("prior_"):
+        return "prior"
     return "run"
+
+
+def _codes(values) -> str:
+    """A code list (list, array or string) as one space-separated string (parquet-friendly)."""
+    return " ".join(sorted(_sets(values)))
+
+
+def _full(values) -> str | None:
+    if values is None or (isinstance(values, float) and values != values):
+        return None
+    return values if isinstance(values, str) else "; ".join(str(v) for v in values if v is not None)
+
+
+def side_table(ids, ipc3: dict, full: dict | None, words: dict | None = None) -> pd.DataFrame:
+    """Per-query or per-document values the pair features are computed from, indexed by id:
+    ``ipc3`` (space-separated codes), ``ipc_full`` (None without full codes) and ``words``."""
+    ids = sorted(ids)
+    out = pd.DataFrame(
+        {
+            "ipc3": [_codes(ipc3.get(i)) for i in ids],
+            "ipc_full": [_full(full.get(i)) if full is not None else None for i in ids],
+        },
+        index=pd.Index(ids, name="id"),
+    )
+    if words is not None:
+        out["words"] = [float(words.get(i, 0)) for i in ids]
+    return out
+
+
+def document_features(cands: pd.DataFrame, queries: pd.DataFrame, docs: pd.DataFrame, families) -> pd.DataFrame:
+    """The columns of the families that read the candidate document (``ipc``, ``doc``, ``doclen``),
+    from the side tables of :func:`side_table`; row order of ``cands``."""
+    parts = []
+    if "ipc" in families:
+        q3, d3 = queries["ipc3"].to_dict(), docs["ipc3"].to_dict()
+        full = queries["ipc_full"].notna().any() and docs["ipc_full"].notna().any()
+        qfull = queries["ipc_full"].to_dict() if full else None
+        dfull = docs["ipc_full"].to_dict() if full else None
+        parts.append(ipc_features(cands, q3, d3, qfull, dfull))
+    words = cands["doc_id"].map(docs["words"]).to_numpy(float) if "words" in docs else None
+    if "doc" in families and words is not None:  # log2 buckets: 1, 2, 3-4, 5-8, ... words
+        parts.append(pd.DataFrame({"doc_len_log2": np.ceil(np.log2(np.maximum(words, 1.0)))}))
+    if "doclen" in families and words is not None:
+        parts.append(pd.DataFrame({"doc_len": words}))
+    return pd.concat(parts, axis=1) if parts else pd.DataFrame(index=range(len(cands)))
+
+
+class PairStats:
+    """The ``ipcpair`` family over one candidates table: for a mask of rows to learn from (labels
+    ``y``), each row's smoothed positive and OUT-positive rates of its (query class, candidate
+    class) pairs, at IPC3 and section level. Class pairs are exploded once; each call only counts.
+    :meth:`rates` and :meth:`columns` split the two steps, so rates learned on one dataset can be
+    applied to another's pairs (``ltr.train``)."""
+
+    LEVELS = ("ipc3", "section")
+
+    def __init__(self, cands: pd.DataFrame, queries: pd.DataFrame, docs: pd.DataFrame, y: np.ndarray | None = None):
+        self.n = len(cands)
+        self.y = np.zeros(self.n, int) if y is None else np.asarray(y)
+        q3 = cands["query_id"].map(queries["ipc3"]).fillna("").str.split().to_numpy()
+        d3 = cands["doc_id"].map(docs["ipc3"]).fillna("").str.split().to_numpy()
+        self.pairs = {}
+        for level in self.LEVELS:
+            row, key = [], []
+            for i, (a, b) in enumerate(zip(q3, d3)):
+                qa = {c[0] for c in a} if level == "section" else set(a)
+                db = {c[0] for c in b} if level == "section" else set(b)
+                for x in qa:
+                    for z in db:
+                        row.append(i)
+                        key.append(f"{x}>{z}")
+            keys, inverse = np.unique(np.array(key, dtype=object), return_inverse=True)
+            self.pairs[level] = (np.array(row, int), inverse.astype(int), pd.Index(keys))
+
+    def rates(self, learn: np.ndarray) -> dict:
+        """``{(level, what): Series of smoothed rates by class pair}`` and the overall rates, learned
+        from the rows in ``learn``."""
+        learn = np.asarray(learn, bool)
+        out: dict = {}
+        for level, (row, pair, keys) in self.pairs.items():
+            use = learn[row]
+            seen = np.bincount(pair[use], minlength=len(keys)).astype(float)
+            for what, hit in (("pos", self.y > 0), ("out", self.y == 2)):
+                base = float(hit[learn].mean()) if learn.any() else 0.0
+                k = np.bincount(pair[use], weights=hit[row][use].astype(float), minlength=len(keys))
+                out[(level, what)] = (
+                    pd.Series((k + PAIR_SMOOTHING * base) / (seen + PAIR_SMOOTHING), index=keys),
+                    base,
+                )
+        return out
+
+    def columns(self, rates: dict) -> pd.DataFrame:
+        """Each row's best and mean rate over its class pairs (a pair never seen: the overall rate;
+        a side without codes: NaN)."""
+        out = {}
+        for level, (row, pair, keys) in self.pairs.items():
+            for what in ("pos", "out"):
+                table, base = rates[(level, what)]
+                values = table.reindex(keys).fillna(base).to_numpy(float)[pair] if len(pair) else np.array([])
+                g = pd.DataFrame({"row": row, "v": values}).groupby("row")["v"]
+                for agg in ("max", "mean"):
+                    col = np.full(self.n, np.nan)
+                    vals = getattr(g, agg)()
+                    col[vals.index.to_numpy()] = vals.to_numpy()
+                    out[f"pair_{level}_{what}_{agg}"] = col
+        return pd.DataFrame(out)
+
+    def __call__(self, learn: np.ndarray) -> pd.DataFrame:
+        return self.columns(self.rates(learn))
+
+
+def prior_features(cands: pd.DataFrame, cites: dict) -> pd.DataFrame:
+    """The ``prior`` family: how many queries of judgments that are not scored cite the candidate."""
+    return pd.DataFrame({"prior_cites": cands["doc_id"].map(cites).fillna(0).to_numpy(float)})
+
+
+def full_table(
+    feats: pd.DataFrame,
+    queries: pd.DataFrame | None,
+    docs: pd.DataFrame | None,
+    families,
+    prior: dict | None = None,
+) -> pd.DataFrame:
+    """The features table a model learns from: the stored pair features (``run``) and, from the
+    side tables, the document families; without side tables, ``feats`` as it is."""
+    if queries is None or docs is None:
+        return feats
+    parts = [feats.reset_index(drop=True), document_features(feats, queries, docs, families)]
+    if prior is not None and "prior" in families:
+        parts.append(prior_features(feats, prior))
+    return pd.concat(parts, axis=1)
+
+
+def feature_columns(table: pd.DataFrame, families) -> list[str]:
+    return [c for c in table.columns if c not in ("query_id", "doc_id") and family_of(c) in families]
+
+
+def permuted(docs: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Each document gets another document's values: the ids in a random order, each taking the
+    values of the next one (a cycle: no document keeps its own)."""
+    order = np.random.default_rng(seed).permutation(len(docs))
+    out = docs.iloc[np.roll(order, -1)].copy()
+    out.index = docs.index[order]
+    return out.sort_index()
 
 
 def labels(cands: pd.DataFrame, positives: pd.DataFrame) -> np.ndarray:
@@ -189,6 +389,8 @@ def fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, params: dict):
     """One LambdaRank model over the rows of ``x`` (grouped by ``qids``, in order)."""
     import lightgbm as lgb
 
+    if x.shape[1] == 0:  # no feature left (an ablation of everything): one constant column
+        x = pd.DataFrame({"none": np.zeros(len(x))}, index=x.index)
     order = np.argsort(qids.to_numpy(), kind="stable")
     q = qids.to_numpy()[order]
     _, sizes = np.unique(q, return_counts=True)  # sorted ids: groups in order
@@ -197,20 +399,79 @@ def fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, params: dict):
     return model
 
 
-def cross_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series, params: dict):
+def _predict(model, x: pd.DataFrame) -> np.ndarray:
+    if x.shape[1] == 0:
+        x = pd.DataFrame({"none": np.zeros(len(x))}, index=x.index)
+    return model.predict(x)
+
+
+def _fold_of_rows(qids: pd.Series, fold: pd.Series) -> np.ndarray:
+    return qids.map(fold).to_numpy(float)  # NaN: a query without positives
+
+
+def with_learned(x: pd.DataFrame, extra, f_of_row: np.ndarray, excluded: set) -> pd.DataFrame:
+    """``x`` and the columns ``extra`` learns from labels (``ipcpair``): each row's from the
+    labelled rows outside the ``excluded`` folds and outside the row's own fold, so no row's value
+    was counted from its own fold, and none from a held fold."""
+    if extra is None:
+        return x
+    labelled = ~np.isnan(f_of_row)
+    cols = None
+    for h in [*np.unique(f_of_row[labelled]), np.nan]:
+        mine = np.isnan(f_of_row) if np.isnan(h) else f_of_row == h
+        if not mine.any():
+            continue
+        learn = labelled & ~np.isin(f_of_row, list(excluded | ({h} if not np.isnan(h) else set())))
+        part = extra(learn)
+        if cols is None:
+            cols = pd.DataFrame(np.nan, index=range(len(x)), columns=part.columns)
+        cols.loc[mine, :] = part.loc[mine].to_numpy()
+    out = x.reset_index(drop=True).copy()
+    if cols is not None:
+        for c in cols.columns:
+            out[c] = cols[c].to_numpy(float)
+    return out
+
+
+def cross_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series, params: dict, extra=None):
     """Out-of-fold scores: rows of a query in fold f are scored by the model trained on the rows of
-    the other folds only. ``fold``: query -> fold (queries absent from it take fold 0's model).
-    Returns (scores, {fold: model})."""
-    f_of_row = qids.map(fold)
+    the other folds only. ``fold``: query -> fold (queries absent from it take fold 0's model);
+    ``extra``: learned columns (:func:`with_learned`). Returns (scores, {fold: model})."""
+    f_of_row = _fold_of_rows(qids, fold)
+    labelled = ~np.isnan(f_of_row)
+    folds = sorted(fold.unique())
     scores = np.zeros(len(x))
     models = {}
-    for f in sorted(fold.unique()):
-        train = (f_of_row != f) & f_of_row.notna()
-        held = (f_of_row == f) | (f_of_row.isna() & (f == min(fold.unique())))
-        models[f] = fit(x[train.to_numpy()], y[train.to_numpy()], qids[train], params)
+    for f in folds:
+        xf = with_learned(x, extra, f_of_row, {f})
+        train = labelled & (f_of_row != f)
+        held = (f_of_row == f) | (~labelled & (f == folds[0]))
+        models[f] = fit(xf[train], y[train], qids[train], params)
         if held.any():
-            scores[held.to_numpy()] = models[f].predict(x[held.to_numpy()])
+            scores[held] = _predict(models[f], xf[held])
     return scores, models
+
+
+def nested_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series, params: dict, extra=None) -> dict:
+    """For each outer fold f: scores of the rows of every other fold g from the model trained on the
+    folds other than f and g (NaN elsewhere). What ``select`` chooses fold f's configuration on:
+    neither that choice nor f's own model then saw f's labels."""
+    f_of_row = _fold_of_rows(qids, fold)
+    labelled = ~np.isnan(f_of_row)
+    folds = sorted(fold.unique())
+    out = {}
+    for f in folds:
+        s = np.full(len(x), np.nan)
+        for g in folds:
+            if g == f:
+                continue
+            xfg = with_learned(x, extra, f_of_row, {f, g})
+            train = labelled & (f_of_row != f) & (f_of_row != g)
+            rows = f_of_row == g
+            if train.any() and rows.any():
+                s[rows] = _predict(fit(xfg[train], y[train], qids[train], params), xfg[rows])
+        out[f] = s
+    return out
 
 
 def folds_of(positives: pd.DataFrame, k: int, seed: int) -> pd.Series:
@@ -223,33 +484,242 @@ def folds_of(positives: pd.DataFrame, k: int, seed: int) -> pd.Series:
     return stratified_folds(qids, {q: q in has_out for q in qids}, k, seed)
 
 
-def learned_run(feats: pd.DataFrame, positives: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
-    """The cross-fitted run over a features table (``query_id``, ``doc_id``, features), its models
-    and the feature importances per fold."""
-    cols = [c for c in feats.columns if c not in ("query_id", "doc_id") and family_of(c) in params["features"]]
-    fold = folds_of(positives, params["folds"], params["seed"])
-    y = labels(feats, positives)
-    scores, models = cross_fit(feats[cols], y, feats["query_id"], fold, params)
-    run = pd.DataFrame({"query_id": feats["query_id"], "doc_id": feats["doc_id"], "score": scores})
-    imp = pd.concat(
+def _importance(models: dict, cols: list[str]) -> pd.DataFrame:
+    return pd.concat(
         [
             pd.DataFrame(
                 {
                     "fold": f,
                     "feature": cols,
                     "family": [family_of(c) for c in cols],
-                    "gain": m.booster_.feature_importance("gain"),
-                    "split": m.booster_.feature_importance("split"),
+                    "gain": m.booster_.feature_importance("gain") if cols else [],
+                    "split": m.booster_.feature_importance("split") if cols else [],
                 }
             )
             for f, m in models.items()
         ],
         ignore_index=True,
     )
-    return top_k(run, params["out_k"]), models, imp
+
+
+def learned_columns(table: pd.DataFrame, queries, docs, y: np.ndarray, families):
+    """The callable of the families learned from labels (``ipcpair``), or None."""
+    if "ipcpair" not in families or queries is None or docs is None:
+        return None
+    return PairStats(table, queries, docs, y)
+
+
+def learned_run(
+    feats: pd.DataFrame,
+    positives: pd.DataFrame,
+    params: dict,
+    queries: pd.DataFrame | None = None,
+    docs: pd.DataFrame | None = None,
+    prior: dict | None = None,
+    nested: bool = False,
+):
+    """The cross-fitted run over a features table (``query_id``, ``doc_id``, features; with side
+    tables, the document families are computed from them), its models, the feature importances per
+    fold and, with ``nested``, the nested run (``outer_fold``, ``query_id``, ``doc_id``, ``score``)."""
+    table = full_table(feats, queries, docs, params["features"], prior)
+    cols = feature_columns(table, params["features"])
+    fold = folds_of(positives, params["folds"], params["seed"])
+    y = labels(table, positives)
+    extra = learned_columns(table, queries, docs, y, params["features"])
+    scores, models = cross_fit(table[cols], y, table["query_id"], fold, params, extra)
+    cols = cols + (list(extra(np.zeros(len(table), bool)).columns) if extra is not None else [])
+    run = pd.DataFrame({"query_id": table["query_id"], "doc_id": table["doc_id"], "score": scores})
+    inner = None
+    if nested:
+        parts = []
+        base = [c for c in cols if family_of(c) != "ipcpair"]
+        for f, s in nested_fit(table[base], y, table["query_id"], fold, params, extra).items():
+            keep = ~np.isnan(s)
+            r = top_k(
+                pd.DataFrame({"query_id": table["query_id"][keep], "doc_id": table["doc_id"][keep], "score": s[keep]}),
+                params["out_k"],
+            )
+            parts.append(r.assign(outer_fold=int(f)))
+        inner = pd.concat(parts, ignore_index=True)[["outer_fold", "query_id", "doc_id", "score"]]
+    return top_k(run, params["out_k"]), models, _importance(models, cols), inner
+
+
+def apply_model(booster, table: pd.DataFrame, k: int) -> pd.DataFrame:
+    """Rank ``table``'s candidates with a model trained elsewhere (``ltr.train``): the columns are
+    the model's own feature names, in its order."""
+    names = booster.feature_name()
+    missing = [c for c in names if c not in table.columns]
+    if missing:
+        raise ValueError(
+            f"the model trained on another dataset uses features {missing[:5]} that these candidates lack: "
+            f"the two experiments differ in their input runs. Fix: the same experiment on both datasets."
+        )
+    scores = booster.predict(table[names])
+    return top_k(pd.DataFrame({"query_id": table["query_id"], "doc_id": table["doc_id"], "score": scores}), k)
+
+
+# ----------------------------------------------------------------------------- identity check (pure)
+def _held_ndcg(
+    table: pd.DataFrame, cols: list[str], positives: pd.DataFrame, fold: pd.Series, params: dict, extra=None
+) -> dict:
+    from .data.qrels import subset
+    from .evaluate import per_query
+
+    y = labels(table, positives)
+    scores, _ = cross_fit(table[cols], y, table["query_id"], fold, params, extra)
+    run = top_k(
+        pd.DataFrame({"query_id": table["query_id"], "doc_id": table["doc_id"], "score": scores}), params["out_k"]
+    )
+    return {
+        s: per_query(run, subset(positives, s), ["nDCG@100"]).set_index("query_id")["value"] for s in ("ALL", "OUT")
+    }
+
+
+def identity_check(
+    feats: pd.DataFrame,
+    positives: pd.DataFrame,
+    params: dict,
+    queries: pd.DataFrame,
+    docs: pd.DataFrame,
+    prior: dict | None = None,
+    seed: int = 0,
+) -> dict:
+    """Does a document family act as an identity? For each family of ``params["features"]`` in
+    :data:`DOCUMENT_FAMILIES`, held-out nDCG@100 (ALL, OUT) of four models: the real one; one
+    whose family values are *moved to other documents* (:func:`permuted`: each document keeps one
+    value across queries, another document's); one whose family values are *shuffled across
+    query-candidate rows* (the same values and distribution, but a document's value changes from
+    query to query, so it names nothing: the noise control); and one *without* the family.
+
+    Moved values describe nothing about the candidate; all they can still carry is which document
+    it is. So a family is **identifying** when the moved copy beats the shuffled copy on held-out
+    queries: one-sided sign-flip test over queries of (moved - shuffled), on ALL and OUT,
+    Holm-corrected over every family and subset, at :data:`ALPHA`. (Against the model without the
+    family a moved copy can also gain from being extra columns to split on; the shuffled control
+    has those columns too.) The test treats the trained models as fixed: a borderline verdict is
+    worth rechecking with another ``ltr.seed``."""
+    from .significance import max_statistic_test
+
+    fams = [f for f in params["features"] if f in DOCUMENT_FAMILIES]
+    out: dict = {"alpha": ALPHA, "families": {}, "identifying": [], "seed": seed}
+    if not fams:
+        return out
+    fold = folds_of(positives, params["folds"], params["seed"])
+    table = full_table(feats, queries, docs, params["features"], prior)
+    cols = feature_columns(table, params["features"])
+    y = labels(table, positives)
+    extra = learned_columns(table, queries, docs, y, params["features"])
+    real = _held_ndcg(table, cols, positives, fold, params, extra)
+    out["real"] = {s: float(v.mean()) for s, v in real.items()}
+    moved_docs = permuted(docs, seed)
+    rows = np.random.default_rng(seed + 1).permutation(len(table))
+    tests = []
+    for fam in fams:
+        if fam == "ipcpair":  # learned in-fold: move the codes it is learned from, or its output
+            moved_extra = PairStats(table, queries, moved_docs, y)
+
+            def shuffled_extra(learn, e=extra):
+                return e(learn).iloc[rows].reset_index(drop=True)
+
+            arms = {
+                "permuted": _held_ndcg(table, cols, positives, fold, params, moved_extra),
+                "shuffled": _held_ndcg(table, cols, positives, fold, params, shuffled_extra),
+                "without": _held_ndcg(table, cols, positives, fold, params, None),
+            }
+        else:
+            own = [c for c in cols if family_of(c) == fam]
+            moved = table.copy()
+            new = document_features(feats, queries, moved_docs, [fam])
+            moved[own] = new[own].to_numpy()
+            shuffled = table.copy()
+            shuffled[own] = table[own].to_numpy()[rows]
+            arms = {
+                "permuted": _held_ndcg(moved, cols, positives, fold, params, extra),
+                "shuffled": _held_ndcg(shuffled, cols, positives, fold, params, extra),
+                "without": _held_ndcg(table, [c for c in cols if c not in own], positives, fold, params, extra),
+            }
+        entry: dict = {arm: {s: float(v.mean()) for s, v in a.items()} for arm, a in arms.items()}
+        entry.update({"delta": {}, "p": {}})
+        for s in ("ALL", "OUT"):
+            d = (arms["permuted"][s] - arms["shuffled"][s].reindex(arms["permuted"][s].index)).to_numpy(float)
+            entry["delta"][s] = float(d.mean())
+            entry["p"][s] = float(max_statistic_test(d[:, None], 0, seed)["p_max_statistic"]) if len(d) else 1.0
+            tests.append((fam, s))
+        out["families"][fam] = entry
+    from .select import holm
+
+    corrected = holm([out["families"][f]["p"][s] for f, s in tests])
+    for (fam, s), p in zip(tests, corrected):
+        out["families"][fam].setdefault("p_holm", {})[s] = float(p)
+    for fam in fams:
+        e = out["families"][fam]
+        e["identifying"] = any(e["p_holm"][s] < ALPHA and e["delta"][s] > 0 for s in ("ALL", "OUT"))
+        if e["identifying"]:
+            out["identifying"].append(fam)
+    return out
+
+
+def format_identity(result: dict) -> list[str]:
+    """One ``identity check:`` line per family checked (or one saying why nothing was)."""
+    if result.get("transfer"):
+        return [
+            f"identity check: not needed: the ranker was trained on {result['transfer']}'s judgments and never read "
+            f"these (ltr.train)"
+        ]
+    if not result["families"]:
+        return ["identity check: no document-level feature family to check (features: run only)"]
+    r = result["real"]
+    lines = []
+    for fam, e in result["families"].items():
+        verdict = "IDENTIFYING: it tells documents apart" if e["identifying"] else "ok"
+        arms = ", ".join(f"{a} {e[a]['ALL']:.4f}/{e[a]['OUT']:.4f}" for a in ("permuted", "shuffled", "without"))
+        lines.append(
+            f"identity check: {fam}: held-out nDCG@100 ALL/OUT real {r['ALL']:.4f}/{r['OUT']:.4f}, {arms}; "
+            f"permuted - shuffled {e['delta']['ALL']:+.4f}/{e['delta']['OUT']:+.4f} (one-sided sign-flip p, Holm "
+            f"over {2 * len(result['families'])} tests: {e['p_holm']['ALL']:.3g}/{e['p_holm']['OUT']:.3g}; alpha "
+            f"{result['alpha']}): {verdict}"
+        )
+    return lines
+
+
+def read_prior(path: str | Path, scored_queries) -> tuple[dict, str]:
+    """``{doc id: number of queries citing it}`` from judgments that are not scored: a TREC qrels
+    file (``qid 0 docid rel``) or a DAPFAM-format qrels parquet (or its folder). Refused when those
+    judgments cover a query being scored. Returns the counts and the file's digest."""
+    import hashlib
+
+    from .config import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        p = p / "qrels_all.parquet"
+    if not p.exists():
+        raise ConfigError(f"ltr.prior={path}: no such file. Fix: a TREC qrels file or a DAPFAM qrels_all.parquet.")
+    if p.suffix == ".parquet":
+        raw = pd.read_parquet(p)
+        q = raw.rename(columns={"relevant_id": "doc_id", "relevance_score": "relevance"})
+    else:
+        q = pd.read_csv(p, sep=r"\s+", header=None, names=["query_id", "iter", "doc_id", "relevance"], dtype=str)
+    missing = [c for c in ("query_id", "doc_id", "relevance") if c not in q.columns]
+    if missing:
+        raise ConfigError(f"ltr.prior={path}: lacks columns {missing}. Fix: a TREC qrels file or DAPFAM's qrels.")
+    q = q[pd.to_numeric(q["relevance"], errors="coerce").fillna(0) > 0].astype({"query_id": str, "doc_id": str})
+    overlap = sorted(set(q["query_id"]) & {str(x) for x in scored_queries})
+    if overlap:
+        raise ConfigError(
+            f"ltr.prior={path}: its judgments cover {len(overlap)} of the queries being scored (e.g. {overlap[0]}): "
+            f"a prior learned from the judgments being scored is the benchmark's answer key. Fix: judgments of "
+            f"other queries (another dataset, or a split whose queries this run does not score)."
+        )
+    cites = q.drop_duplicates(["query_id", "doc_id"]).groupby("doc_id").size().to_dict()
+    return cites, hashlib.sha256(p.read_bytes()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------------- stages
+class IdentifyingFeature(Exception):
+    """A feature family the identity check flags and ``ltr.allow_identifying`` does not name."""
+
+
 def _passages(exp: Experiment, run: Artifact) -> pd.DataFrame | None:
     """The unit run of passages behind a family run (None for documents or fused runs)."""
     from .runs import read_trec
@@ -260,7 +730,8 @@ def _passages(exp: Experiment, run: Artifact) -> pd.DataFrame | None:
 
 
 def features_node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
-    """The features of the candidates of ``inputs`` (the final run first)."""
+    """The pair features of the candidates of ``inputs`` (the final run first), and the per-query
+    and per-document values the document families are computed from."""
     from . import env
     from .data import schema as S
     from .data import views as V
@@ -287,25 +758,30 @@ def features_node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
         except Exception:  # noqa: BLE001  (a corpus without full codes: IPC4 features are NaN)
             dfull, qfull = None, None
         qtext = V.query_texts(q, art.params["query_view"])
-        doc_len = {d: len(t.split()) for d, t in V.target_texts(exp.ds.corpus, art.params["target_view"])}
-        table = pd.concat(
-            [
-                cands,
-                run_features(cands, runs, depth, passages),
-                ipc_features(cands, dict(zip(q[S.QUERY_ID], q[S.IPC3])), exp.ds.doc_ipc3, qfull, dfull),
-            ],
-            axis=1,
-        )
+        words = {d: len(t.split()) for d, t in V.target_texts(exp.ds.corpus, art.params["target_view"])}
+        table = pd.concat([cands, run_features(cands, runs, depth, passages)], axis=1)
         table["q_len"] = cands["query_id"].map(lambda x: len(qtext.get(x, "").split())).astype(float)
-        table["doc_len"] = cands["doc_id"].map(doc_len).astype(float)
         table.to_parquet(tmp / "features.parquet", index=False)
+        side_table(q[S.QUERY_ID], dict(zip(q[S.QUERY_ID], q[S.IPC3])) if S.IPC3 in q.columns else {}, qfull).to_parquet(
+            tmp / "queries.parquet"
+        )
+        ids = set(exp.ds.doc_ipc3) | set(words)
+        side_table(ids, exp.ds.doc_ipc3, dfull, words).to_parquet(tmp / "docs.parquet")
         return {"candidates": len(cands), "features": [c for c in table.columns if c not in ("query_id", "doc_id")]}
 
     return exp.ensure(art, build, "LTR features")
 
 
+def read_features(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    return (
+        pd.read_parquet(folder / "features.parquet"),
+        pd.read_parquet(folder / "queries.parquet"),
+        pd.read_parquet(folder / "docs.parquet"),
+    )
+
+
 def params_of(t, out_k: int) -> dict:
-    return {
+    p = {
         "method": str(t.method),
         "features": sorted(str(f) for f in t.features),
         "out_weight": float(t.out_weight),
@@ -317,30 +793,232 @@ def params_of(t, out_k: int) -> dict:
         "min_child_samples": int(t.min_child_samples),
         "truncation": int(t.truncation),
         "out_k": int(out_k),
+        "nested": bool(t.get("nested", True)),
     }
+    allowed = sorted(str(f) for f in (t.get("allow_identifying") or []))
+    if allowed:  # in the key and the tag only where named: other runs keep their names
+        p["allow_identifying"] = allowed
+    return p
+
+
+def identity_node(exp: Experiment, feats: Artifact, params: dict, prior: dict | None) -> Artifact:
+    """The identity check of a learned run's configuration (module docstring), cached."""
+    from . import env
+    from .store import Artifact, write_json_atomic
+
+    keyed = {k: v for k, v in params.items() if k not in ("allow_identifying", "nested")}
+    art = Artifact(
+        "ltr_identity", keyed, (feats, exp.qrels_node), {"stage": IDENTITY_VERSION, "lightgbm": env.version("lightgbm")}
+    )
+
+    def build(tmp):
+        f, q, d = read_features(exp.store.path(feats))
+        result = identity_check(f, exp.ds.positives, params, q, d, prior, seed=params["seed"])
+        write_json_atomic(tmp / "identity.json", result)
+        return {"identifying": result["identifying"]}
+
+    return exp.ensure(art, build, "LTR identity check")
 
 
 def node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
-    """The learned run stage over the final run and its inputs (cross-fitted; module docstring)."""
+    """The learned run stage over the final run and its inputs (cross-fitted, or trained on another
+    dataset with ``ltr.train``; module docstring)."""
     from . import env
     from .store import Artifact
 
+    t = exp.cfg.ltr
     feats = features_node(exp, inputs)
-    params = params_of(exp.cfg.ltr, exp.cfg.search.k)
+    params = params_of(t, exp.cfg.search.k)
+    if t.get("train"):
+        return transfer_node(exp, feats, params)
+    prior = None
+    if t.get("prior"):
+        prior, params["prior"] = read_prior(t.prior, exp.ds.query_ids)
+    ident = identity_node(exp, feats, params, prior)
+    identity = None
+    if not exp.plan:
+        identity = json.loads((exp.store.path(ident) / "identity.json").read_text())
+        for line in format_identity(identity):
+            log.info("%s", line)
+        refused = [f for f in identity["identifying"] if f not in params.get("allow_identifying", [])]
+        if refused:
+            e = identity["families"][refused[0]]
+            raise IdentifyingFeature(
+                f"ltr.features: the {refused[0]} family identifies documents on this dataset (its values moved to "
+                f"other documents beat the same values shuffled across pairs by {e['delta']['ALL']:+.4f} ALL / "
+                f"{e['delta']['OUT']:+.4f} OUT nDCG@100, Holm p {e['p_holm']['ALL']:.3g} / {e['p_holm']['OUT']:.3g}): "
+                f"the ranker would learn which documents other queries' judgments cite. Fix: drop it from "
+                f"ltr.features, or name it in ltr.allow_identifying=[{refused[0]}] to run it anyway (tagged)."
+            )
     art = Artifact("ltr_run", params, (feats, exp.qrels_node), {"stage": VERSION, "lightgbm": env.version("lightgbm")})
 
     def build(tmp):
         from .runs import write_trec
 
-        table = pd.read_parquet(exp.store.path(feats) / "features.parquet")
-        run, models, imp = learned_run(table, exp.ds.positives, params)
+        f, q, d = read_features(exp.store.path(feats))
+        run, models, imp, inner = learned_run(f, exp.ds.positives, params, q, d, prior, nested=params["nested"])
         (tmp / "models").mkdir()
-        for f, m in models.items():
-            m.booster_.save_model(str(tmp / "models" / f"fold{f}.txt"))
+        for k, m in models.items():
+            m.booster_.save_model(str(tmp / "models" / f"fold{k}.txt"))
         imp.to_csv(tmp / "importance.csv", index=False)
+        folds_of(exp.ds.positives, params["folds"], params["seed"]).rename_axis("query_id").to_csv(tmp / "folds.csv")
+        if inner is not None:
+            inner.to_parquet(tmp / "nested.parquet", index=False)
         tag = exp.tag(art)
         write_trec(run, tmp / "run.trec", tag)
         by_family = imp.groupby("family")["gain"].sum()
-        return {"tag": tag, "gain_share": (by_family / by_family.sum()).round(4).to_dict()}
+        assert identity is not None
+        return {
+            "tag": tag,
+            "learned_from": "cross-fitted",
+            "gain_share": (by_family / max(by_family.sum(), 1e-12)).round(4).to_dict(),
+            "identity": identity,
+            "identifying": [f for f in identity["identifying"] if f in params.get("allow_identifying", [])],
+        }
 
     return exp.ensure(art, build, "learned run (LambdaRank, cross-fitted)")
+
+
+def train_dataset_config(train: str, like) -> DictConfig:
+    """The dataset config of ``ltr.train``: ``mini``, or a DAPFAM-format folder, read with the same
+    options (domain source, unknown ids, self hits) as the dataset it is applied to."""
+    from omegaconf import DictConfig, OmegaConf
+
+    opts = {k: like.get(k) for k in ("domain_source", "unknown_ids", "drop_self_hits") if like.get(k) is not None}
+    if train == "mini":
+        mini = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "dataset" / "mini.yaml")
+        merged = OmegaConf.merge(mini, opts)
+        assert isinstance(merged, DictConfig)
+        return merged
+    return OmegaConf.create({"type": "local", "path": str(train), **opts})
+
+
+def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact:
+    """``ltr.train``: the same experiment's runs on the training dataset, one model learned from
+    all of its judgments, applied to this dataset's candidates (whose judgments it never reads)."""
+    from omegaconf import DictConfig, OmegaConf, open_dict
+
+    from . import data, env
+    from .experiment import Experiment
+    from .store import Artifact
+
+    train = str(exp.cfg.ltr.train)
+    cfg_a = OmegaConf.create(OmegaConf.to_container(exp.cfg, resolve=True))
+    assert isinstance(cfg_a, DictConfig)
+    with open_dict(cfg_a):
+        cfg_a.ltr.train = None
+        cfg_a.dataset = train_dataset_config(train, exp.cfg.dataset)
+    ds_a = data.load(cfg_a.dataset, exp.store.root)
+    exp_a = Experiment(cfg_a, ds_a, exp.store, plan=exp.plan)
+    if ds_a.qrels_digest == exp.ds.qrels_digest and ds_a.topics_fingerprint == exp.ds.topics_fingerprint:
+        log.info("ltr.train=%s is the dataset being scored: cross-fitting over its queries instead", train)
+        return node(exp_a, exp_a.candidate_runs())
+    feats_a = features_node(exp_a, exp_a.candidate_runs())
+    exp.nodes.extend(n for n in exp_a.nodes if n not in exp.nodes)  # the run's lineage (manifest, gc)
+    keyed = {k: v for k, v in params.items() if k not in ("out_k", "nested", "allow_identifying")}
+    environment = {"stage": MODEL_VERSION, "lightgbm": env.version("lightgbm")}
+    model = Artifact("ltr_model", keyed, (feats_a, exp_a.qrels_node), environment)
+
+    def build_model(tmp):
+        f, q, d = read_features(exp.store.path(feats_a))
+        table = full_table(f, q, d, params["features"])
+        cols = feature_columns(table, params["features"])
+        y = labels(table, ds_a.positives)
+        extra = learned_columns(table, q, d, y, params["features"])
+        x = table[cols]
+        if extra is not None:  # class-pair rates: each training row's from the other folds of A
+            fold_a = folds_of(ds_a.positives, params.get("folds", 5), params["seed"])
+            x = with_learned(x, extra, _fold_of_rows(table["query_id"], fold_a), set())
+            rates = extra.rates(~np.isnan(_fold_of_rows(table["query_id"], fold_a)))  # all of A, for B
+            pd.to_pickle(rates, tmp / "pair_rates.pkl")
+        m = fit(x, y, table["query_id"], params)
+        m.booster_.save_model(str(tmp / "model.txt"))
+        _importance({"all": m}, list(x.columns)).to_csv(tmp / "importance.csv", index=False)
+        return {"trained_on": ds_a.name, "train_source": ds_a.source, "queries": int(table["query_id"].nunique())}
+
+    exp.ensure(model, build_model, f"LTR model trained on {train}")
+    name = Path(train).name or train
+    art = Artifact(
+        "ltr_run", {**params, "train": name}, (feats, model), {"stage": VERSION, "lightgbm": env.version("lightgbm")}
+    )
+
+    def build(tmp):
+        import lightgbm as lgb
+
+        from .runs import write_trec
+
+        booster = lgb.Booster(model_file=str(exp.store.path(model) / "model.txt"))
+        f, q, d = read_features(exp.store.path(feats))
+        table = full_table(f, q, d, params["features"])
+        rates = exp.store.path(model) / "pair_rates.pkl"
+        if rates.exists():  # A's class-pair rates over this dataset's pairs (its labels never read)
+            learned = PairStats(table, q, d).columns(pd.read_pickle(rates))
+            table = pd.concat([table.reset_index(drop=True), learned], axis=1)
+        try:
+            run = apply_model(booster, table, params["out_k"])
+        except ValueError as e:
+            raise IdentifyingFeature(f"ltr.train={train}: {e}") from None
+        tag = exp.tag(art)
+        write_trec(run, tmp / "run.trec", tag)
+        return {"tag": tag, "learned_from": f"trained on {train}", "identity": {"transfer": name}, "identifying": []}
+
+    return exp.ensure(art, build, f"learned run (LambdaRank trained on {train})")
+
+
+# ----------------------------------------------------------------------------- command line
+def learned_artifact(results: Path, scores_key: str) -> tuple[dict, Path | None]:
+    """The results row of ``scores_key`` and the folder of its learned run (None: no learned ranker)."""
+    from .results import find, scores_dir
+
+    row = find(results, scores_key)
+    folder = scores_dir(results, row)
+    runs = Path(results).resolve().parent
+    meta = json.loads((folder / "meta.json").read_text())
+    while meta["kind"] != "ltr_run":
+        if meta["kind"] not in ("scores", "reranked_run"):
+            return row, None
+        parent = meta["parents"][0]
+        folder = runs / parent["kind"] / parent["key"]
+        meta = json.loads((folder / "meta.json").read_text())
+    return row, folder
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.ltr", description="Learning to rank: checks of learned runs.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    idc = sub.add_parser("identity", help="the identity check of a results row's learned ranker (module docstring)")
+    idc.add_argument("scores_key", help="a results row: its scores key, run tag or experiment name")
+    idc.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
+    a = ap.parse_args(argv)
+    from .store import default_results
+
+    results = a.results or default_results()
+    try:
+        row, folder = learned_artifact(results, a.scores_key)
+    except (OSError, ValueError) as e:
+        print(f"identity check: cannot read the row {a.scores_key}: {e}", file=sys.stderr)
+        return 2
+    if folder is None:
+        print(
+            f"identity check: {row['tag']} has no learned ranker: nothing was learned from judgments, nothing to check"
+        )
+        return 0
+    meta = json.loads((folder / "meta.json").read_text())
+    if "identity" not in meta:
+        print(
+            f"identity check: {folder} was built before the identity check existed. Fix: rerun the row's "
+            f"experiment (it builds a new learned run and checks it).",
+            file=sys.stderr,
+        )
+        return 2
+    for line in format_identity(meta["identity"]):
+        print(line)
+    flagged = meta["identity"].get("identifying", [])
+    if flagged:
+        print(f"identity check: {row['tag']}: identifying families {flagged} (allowed by ltr.allow_identifying)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,8 +36,17 @@ def _prf_name(unit_run: dict) -> str:
 
 
 def ltr_label(params: dict) -> str:
-    """``lambdamart(doc+ipc+run,ow=2)``: a learned run's feature families and OUT gain."""
-    return f"{params['method']}({'+'.join(params['features'])},ow={params['out_weight']:g})"
+    """``lambdamart(doc+ipc+run,ow=2)``: a learned run's feature families and OUT gain, and where
+    named, the identifying families allowed and the dataset it was trained on."""
+    extra = "".join(
+        f",{k}={v}"
+        for k, v in (
+            ("allow", "+".join(params.get("allow_identifying", []))),
+            ("train", params.get("train")),
+        )
+        if v
+    )
+    return f"{params['method']}({'+'.join(params['features'])},ow={params['out_weight']:g}{extra})"
 
 
 def prf_label(unit_run: dict) -> str | None:
@@ -62,8 +71,15 @@ def tag(run: Artifact) -> str:
         return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
     if run.kind == "ltr_run":  # parents: (features, qrels); the features' first parent is the final run
         inner = tag(run.parents[0].parents[0]).rsplit(".", 1)[0]
-        fam = "".join(f[0] for f in run.params["features"])
-        return f"{inner}.ltr-{fam}-ow{run.params['out_weight']:g}.{run.key[:8]}"
+        from .ltr import SHORT
+
+        p = run.params
+        fam = "".join(SHORT.get(f, f[0]) for f in p["features"])
+        allow = (
+            "-id" + "".join(SHORT.get(f, f[0]) for f in p["allow_identifying"]) if p.get("allow_identifying") else ""
+        )
+        train = f"-tr{p['train']}" if p.get("train") else ""
+        return f"{inner}.ltr-{fam}-ow{p['out_weight']:g}{allow}{train}.{run.key[:8]}"
     if run.kind == "fused_run":
         rest, _ = _single(run.parents[0])
         views = [lineage(p)["unit_run"]["query_view"] for p in run.parents]

@@ -42,6 +42,7 @@ CONFIG_COLS = [
     "query_reduction",
     "search_k",
     "ltr",
+    "ltr_identifying",
     "rerank",
     "rerank_weight",
     "bm25_k1",

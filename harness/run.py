@@ -43,6 +43,7 @@ def user_errors() -> tuple:
     from .config import ConfigError
     from .data.schema import DataError
     from .jvm import JavaError
+    from .ltr import IdentifyingFeature
     from .runs import RunFormatError
     from .store import DamagedArtifact, StoreError
 
@@ -54,6 +55,7 @@ def user_errors() -> tuple:
         RunFormatError,
         JavaError,
         SearchError,
+        IdentifyingFeature,
         FileNotFoundError,
     )
 

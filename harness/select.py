@@ -86,15 +86,25 @@ def choose(scores: pd.DataFrame, queries, guard: pd.DataFrame | None = None, bas
 
 
 def cross_validate(
-    scores: pd.DataFrame, folds: pd.Series, guard: pd.DataFrame | None = None, baseline: str | None = None
+    scores: pd.DataFrame,
+    folds: pd.Series,
+    guard: pd.DataFrame | None = None,
+    baseline: str | None = None,
+    train: dict | None = None,
+    train_guard: dict | None = None,
 ) -> dict:
     """k-fold selection (module docstring). ``scores``: queries x configurations of the target
-    subset (a query without positives in it is absent); ``folds``: fold of every query."""
+    subset (a query without positives in it is absent); ``folds``: fold of every query.
+    ``train`` / ``train_guard`` (nested selection): per fold f, the matrices fold f's choice is
+    made on, where a learned configuration's scores come from models that never saw f's labels
+    (:func:`nested_matrix`); by default the choice is made on ``scores`` / ``guard``."""
     held, held_guard, held_base, chosen, picks = [], [], [], [], {}
     for f in sorted(folds.unique()):
-        train = folds.index[folds != f]
+        train_q = folds.index[folds != f]
         test = folds.index[folds == f]
-        pick = choose(scores, train, guard, baseline)
+        on = train[f] if train is not None else scores
+        on_guard = train_guard[f] if train_guard is not None else guard
+        pick = choose(on, train_q, on_guard, baseline)
         chosen.append(pick)
         picks.update(dict.fromkeys(test, pick))
         held.append(scores.loc[scores.index.intersection(test), pick])
@@ -136,10 +146,13 @@ def selection_tests(
     cv: dict,
     baseline: str,
     seed: int = 0,
+    train: dict | None = None,
+    train_guard: dict | None = None,
 ) -> dict:
     """The held-out test of the cross-validated choice against the baseline, for the selection's
     subset and measure and for every other one, Holm-corrected over those, and the best-of-grid
-    lead corrected for the number of candidates (:mod:`harness.significance`)."""
+    lead corrected for the number of candidates (:mod:`harness.significance`). ``train`` /
+    ``train_guard``: the nested choice's matrices (:func:`cross_validate`)."""
     from .compare import paired
     from .significance import cv_test, max_statistic_test
 
@@ -159,6 +172,8 @@ def selection_tests(
         None if guard is None else diffs(guard),
         {f"{m}/{s}": diffs(matrix(tables, s, m)) for s, m in pairs},
         seed,
+        choose_by_fold=None if train is None else {f: diffs(x) for f, x in train.items()},
+        guard_by_fold=None if train_guard is None else {f: diffs(x) for f, x in train_guard.items()},
     )
     held = held_out_table(tables, cv["picks"])
     rows = []
@@ -206,6 +221,60 @@ def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.Data
     if m.isna().any().any():
         raise SystemExit(f"the configurations were scored on different queries for {subset}; select needs one set.")
     return m.sort_index()
+
+
+def learns_here(row: dict) -> bool:
+    """Whether a row's ranking was learned from the judgments it is scored on (cross-fitted LTR;
+    a model trained on another dataset, ``ltr.train``, was not)."""
+    t = (row.get("config") or {}).get("ltr")
+    return isinstance(t, dict) and not t.get("train")
+
+
+def nested_matrix(tables: dict, nested: dict, subset: str, metric: str, fold: int, folds: pd.Series) -> pd.DataFrame:
+    """Queries x configurations that fold ``fold``'s choice is made on: a learned configuration's
+    column holds its nested scores for that outer fold (models trained without fold ``fold``),
+    NaN on fold ``fold``'s own queries; the other columns are their scores as they are."""
+    m = matrix(tables, subset, metric)
+    for name, t in nested.items():
+        sel = t[(t["outer_fold"] == fold) & (t["subset"] == subset) & (t["measure"] == metric)]
+        col = sel.set_index("query_id")["value"].reindex(m.index)
+        train_q = m.index[(folds.reindex(m.index) != fold).to_numpy()]
+        if col.loc[train_q].isna().any():
+            raise SystemExit(
+                f"{name}: its nested scores for outer fold {fold} lack {int(col.loc[train_q].isna().sum())} of the "
+                f"other folds' queries in {subset}: it was cross-fitted over other folds than select's. Fix: "
+                f"select with folds= and seed= equal to its ltr.folds and ltr.seed."
+            )
+        m[name] = col
+    return m
+
+
+def load_nested(results: Path, rows: list[dict], folds: int, seed: int) -> dict[str, pd.DataFrame]:
+    """The nested per-query scores of the rows learned from these judgments; a row without them,
+    or cross-fitted over other folds than select's, is refused with the fix."""
+    from .results import scores_dir
+
+    out = {}
+    for r in rows:
+        if not learns_here(r):
+            continue
+        t = r["config"]["ltr"]
+        if int(t.get("folds", folds)) != folds or int(t.get("seed", seed)) != seed:
+            raise SystemExit(
+                f"select: {r['tag']} was cross-fitted over ltr.folds={t.get('folds')} ltr.seed={t.get('seed')}, "
+                f"select over folds={folds} seed={seed}: a fold's labels would train the models its choice is "
+                f"made on. Fix: select with folds={t.get('folds')} seed={t.get('seed')}, or --where ltr=null."
+            )
+        path = scores_dir(results, r) / "nested_per_query.csv"
+        if not path.exists():
+            raise SystemExit(
+                f"select: {r['tag']} learned from these judgments but has no nested scores ({path}): its "
+                f"out-of-fold scores came from models that saw the other folds, so choosing on them lets a "
+                f"fold's labels pick its own configuration. Fix: rerun the sweep (ltr.nested=true, the "
+                f"default, writes them), or --where ltr=null to leave learned rows out."
+            )
+        out[r["tag"]] = pd.read_csv(path, dtype={"query_id": str})
+    return out
 
 
 # ----------------------------------------------------------------------------- reading a sweep
@@ -258,6 +327,12 @@ def select(
     if subset not in SUBSETS or (guard is not None and guard not in SUBSETS):
         raise SystemExit(f"subset={subset} guard={guard}: expected one of {SUBSETS}.")
     rows = sweep_rows(results, sweep, dataset, where)
+    # A row whose ranker learned document identities (ltr.allow_identifying let it through) learned
+    # part of the answer key: it is reported, never chosen.
+    identifying = [r["tag"] for r in rows if r.get("ltr_identifying")]
+    rows = [r for r in rows if not r.get("ltr_identifying")]
+    if not rows:
+        raise SystemExit(f"sweep {sweep}: every row has identifying LTR features; nothing to choose from.")
     keys = {r["scores_key"] for r in rows}
     try:
         base = find(results, baseline, dataset, list(where) + list(baseline_where), keys)
@@ -270,8 +345,15 @@ def select(
     judged = tables[base["tag"]]  # every table holds the same queries per subset (matrix checks it)
     has_out = set(judged.loc[judged["subset"] == "OUT", "query_id"])
     fold = stratified_folds(all_q, {q: q in has_out for q in all_q}, folds, seed)
-    cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None)
-    significance = selection_tests(tables, target, guard_m, fold, cv, base["tag"], seed)
+    nested = load_nested(results, rows, folds, seed)
+    train = train_guard = None
+    if nested:  # nested selection: fold f's choice is made on scores no model trained on f made
+        fs = sorted(fold.unique())
+        train = {f: nested_matrix(tables, nested, subset, metric, f, fold) for f in fs}
+        if guard:
+            train_guard = {f: nested_matrix(tables, nested, guard, metric, f, fold) for f in fs}
+    cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None, train, train_guard)
+    significance = selection_tests(tables, target, guard_m, fold, cv, base["tag"], seed, train, train_guard)
     cv.pop("picks"), cv.pop("held_out")
     by_tag = {r["tag"]: r for r in rows + [base]}
     chosen = by_tag[cv["selected"]]
@@ -283,6 +365,8 @@ def select(
         "folds": folds,
         "seed": seed,
         "configurations": len(tables),
+        "nested": sorted(nested),
+        "left_out_identifying": identifying,
         **cv,
         "selected_experiment": chosen.get("experiment"),
         "selected_scores_key": chosen["scores_key"],
@@ -319,6 +403,15 @@ def format_summary(out: dict) -> str:
         lines.append(
             f"  guard {out['guard']} held out          {out['guard_cv_estimate']:.4f} vs baseline "
             f"{out['guard_baseline']:.4f} on the same queries"
+        )
+    if out.get("nested"):
+        lines.append(
+            f"  nested                    {len(out['nested'])} learned rows: each fold's choice made on scores of "
+            f"models trained without that fold"
+        )
+    if out.get("left_out_identifying"):
+        lines.append(
+            f"  left out                  {len(out['left_out_identifying'])} rows with identifying LTR features"
         )
     lines += [
         f"  selected (on all queries) {out['selected']}",

@@ -33,10 +33,10 @@ CHUNK = 1_000  # resamples per matrix product: bounds memory at DAPFAM's 1,247 q
 
 def _held_out_deltas(
     weights: np.ndarray,
-    choose_on: np.ndarray,
+    choose_on: np.ndarray | dict,
     evaluate: list[tuple[np.ndarray, np.ndarray]],
     folds: np.ndarray,
-    guard: np.ndarray | None,
+    guard: np.ndarray | dict | None,
 ) -> np.ndarray:
     """Held-out mean differences of the cross-validated choice, one row per weight vector.
 
@@ -44,14 +44,18 @@ def _held_out_deltas(
     ``choose_on`` / ``guard``: queries x configurations of (configuration - baseline), 0 where a
     query is not scored; ``evaluate``: (differences, scored mask) per reported subset and measure.
     The choice per fold is the largest weighted sum over the training folds (the best mean: every
-    configuration has the same queries), among configurations whose guard sum is not negative."""
+    configuration has the same queries), among configurations whose guard sum is not negative.
+    ``choose_on`` / ``guard`` may be per fold (a dict: nested selection, each fold's choice made on
+    its own matrix)."""
     out = np.zeros((weights.shape[0], len(evaluate)))
     rows = np.arange(weights.shape[0])
     for f in np.unique(folds):
         train, test = folds != f, folds == f
-        sums = weights[:, train] @ choose_on[train]
+        on = choose_on[f] if isinstance(choose_on, dict) else choose_on
+        sums = weights[:, train] @ on[train]
         if guard is not None:
-            sums = np.where(weights[:, train] @ guard[train] >= -1e-9, sums, -np.inf)
+            g = guard[f] if isinstance(guard, dict) else guard
+            sums = np.where(weights[:, train] @ g[train] >= -1e-9, sums, -np.inf)
         pick = np.argmax(sums, axis=1)
         for j, (diff, _) in enumerate(evaluate):
             out[:, j] += (weights[:, test] @ diff[test])[rows, pick]
@@ -72,6 +76,8 @@ def cv_test(
     seed: int = 0,
     resamples: int = RESAMPLES,
     bootstrap: int = BOOTSTRAP,
+    choose_by_fold: dict | None = None,
+    guard_by_fold: dict | None = None,
 ) -> dict[str, dict]:
     """Selection-aware test of the cross-validated choice against the baseline.
 
@@ -80,15 +86,23 @@ def cv_test(
     ``guard``: a constraint (mean not below the baseline's); ``evaluate``: further subsets and
     measures to report for the same choice. ``folds``: the fold of every query. Returns, for
     ``"target"`` (= ``choose_on``) and each ``evaluate`` entry: held-out ``delta``, ``ci95_low``,
-    ``ci95_high``, ``p`` (two-sided) and ``queries``."""
+    ``ci95_high``, ``p`` (two-sided) and ``queries``. ``choose_by_fold`` / ``guard_by_fold``
+    (nested selection): per fold, the differences that fold's choice is made on instead (the
+    held-out differences stay ``choose_on``'s); a sign flip or bootstrap weight of a query applies
+    to all of its scores at once."""
     queries = folds.index
     names = ["target", *(evaluate or {})]
     frames = [choose_on, *(evaluate or {}).values()]
     evals = [_frame(f[choose_on.columns], queries) for f in frames]
     target = evals[0][0]
-    g = _frame(guard[choose_on.columns], queries)[0] if guard is not None else None
+    g: np.ndarray | dict | None = _frame(guard[choose_on.columns], queries)[0] if guard is not None else None
+    on: np.ndarray | dict = target
+    if choose_by_fold is not None:
+        on = {f: _frame(m[choose_on.columns], queries)[0] for f, m in choose_by_fold.items()}
+    if guard_by_fold is not None:
+        g = {f: _frame(m[choose_on.columns], queries)[0] for f, m in guard_by_fold.items()}
     fold = folds.to_numpy()
-    args = (target, evals, fold, g)
+    args = (on, evals, fold, g)
     observed = _held_out_deltas(np.ones((1, len(queries))), *args)[0]
     rng = np.random.default_rng(seed)
     null_parts: list[np.ndarray] = []

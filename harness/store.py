@@ -78,7 +78,18 @@ _swept: set[Path] = set()  # roots whose stale temporary folders this process ha
 ROOTS = {
     **dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
     **dict.fromkeys(
-        ("unit_run", "family_run", "fused_run", "ltr_features", "ltr_run", "reranked_run", "scores"), "runs"
+        (
+            "unit_run",
+            "family_run",
+            "fused_run",
+            "ltr_features",
+            "ltr_identity",
+            "ltr_model",
+            "ltr_run",
+            "reranked_run",
+            "scores",
+        ),
+        "runs",
     ),
 }
 

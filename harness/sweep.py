@@ -212,7 +212,9 @@ def listing(name: str, jobs, nodes, store) -> str:
         "family_run": "family runs (aggregations)",
         "fused_run": "fused runs",
         "ltr_features": "LTR feature tables",
-        "ltr_run": "learned runs (LTR, cross-fitted)",
+        "ltr_identity": "LTR identity checks",
+        "ltr_model": "LTR models trained on another dataset",
+        "ltr_run": "learned runs (LTR)",
         "reranked_run": "re-ranked runs (IPC3)",
         "scores": "experiments (distinct scores)",
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import SHARED_CACM_CODED
 
 from harness import ltr
 from harness.config import ConfigError
@@ -88,16 +89,44 @@ def test_labels_grade_out_positives_apart():
 
 
 def test_feature_families():
-    assert {
-        c: ltr.family_of(c) for c in ("r0_rank", "n_runs", "q_len", "ipc3_disjoint", "section_shared", "doc_len")
-    } == {
+    names = ("r0_rank", "n_runs", "q_len", "ipc3_disjoint", "section_shared", "doc_len_log2", "doc_len", "prior_cites")
+    assert {c: ltr.family_of(c) for c in names} == {
         "r0_rank": "run",
         "n_runs": "run",
         "q_len": "run",
         "ipc3_disjoint": "ipc",
         "section_shared": "ipc",
-        "doc_len": "doc",
+        "doc_len_log2": "doc",
+        "doc_len": "doclen",
+        "prior_cites": "prior",
     }
+
+
+def test_document_features_from_side_tables():
+    """The coarse length is a log2 bucket (1, 2, 3-4, 5-8 ... words), the exact one the count;
+    the IPC columns are ipc_features' own."""
+    c = pd.DataFrame({"query_id": ["q"] * 4, "doc_id": ["a", "b", "c", "d"]})
+    q = ltr.side_table(["q"], {"q": ["A01"]}, None)
+    d = ltr.side_table(
+        list("abcd"),
+        {"a": ["A01"], "b": ["B02"], "c": [], "d": ["A01", "C03"]},
+        None,
+        {"a": 1, "b": 3, "c": 4, "d": 100},
+    )
+    f = ltr.document_features(c, q, d, ["ipc", "doc", "doclen"])
+    assert f["doc_len_log2"].tolist() == [0.0, 2.0, 2.0, 7.0]
+    assert f["doc_len"].tolist() == [1.0, 3.0, 4.0, 100.0]
+    assert f["ipc3_shared"].tolist()[:2] == [1.0, 0.0] and np.isnan(f["ipc3_shared"][2])
+    assert f["ipc3_jaccard"][3] == pytest.approx(0.5)
+
+
+def test_permuted_gives_every_document_another_documents_values():
+    d = ltr.side_table([f"d{i}" for i in range(50)], {}, None, {f"d{i}": i for i in range(50)})
+    p = ltr.permuted(d, seed=3)
+    assert p.index.equals(d.index)
+    assert (p["words"] != d["words"]).all()  # no document keeps its own value
+    assert sorted(p["words"]) == sorted(d["words"])  # the same values, moved
+    assert not p.equals(ltr.permuted(d, seed=4))
 
 
 # ------------------------------------------------------------------ cross-fitting
@@ -112,7 +141,7 @@ def synthetic(n_queries=30, n_cands=40, seed=0, deep=False):
         rel = np.argsort(-signal)[:4]
         for j in range(n_cands):
             rank = (101 + j) if (deep and j in rel) else (j + 1)
-            rows.append({"query_id": q, "doc_id": f"d{j:03d}", "r0_rank": float(rank), "doc_len": signal[j]})
+            rows.append({"query_id": q, "doc_id": f"d{j:03d}", "r0_rank": float(rank), "r0_signal": signal[j]})
         for k, j in enumerate(rel):
             pos.append({"query_id": q, "doc_id": f"d{j:03d}", "relevance": 1, "domain": "OUT" if k == 0 else "IN"})
     return pd.DataFrame(rows), pd.DataFrame(pos)
@@ -129,15 +158,15 @@ def test_a_held_folds_judgments_never_change_its_ranking():
     shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False) % 40]
     assert ltr.folds_of(shuffled, PARAMS["folds"], PARAMS["seed"]).equals(fold)
 
-    before, _, _ = ltr.learned_run(feats, pos, PARAMS)
-    after, _, _ = ltr.learned_run(feats, shuffled, PARAMS)
+    before, _, _, _ = ltr.learned_run(feats, pos, PARAMS)
+    after, _, _, _ = ltr.learned_run(feats, shuffled, PARAMS)
     mine = before["query_id"].isin(held)
     pd.testing.assert_frame_equal(
         before[mine].reset_index(drop=True), after[after["query_id"].isin(held)].reset_index(drop=True)
     )
     assert not before[~mine].reset_index(drop=True).equals(after[~after["query_id"].isin(held)].reset_index(drop=True))
     # The check can fail: a model fit on every query (its own judgments included) moves with them.
-    cols = ["r0_rank", "doc_len"]
+    cols = ["r0_rank", "r0_signal"]
     leaky = [
         ltr.fit(feats[cols], ltr.labels(feats, p), feats["query_id"], PARAMS).predict(feats[cols])
         for p in (pos, shuffled)
@@ -147,17 +176,39 @@ def test_a_held_folds_judgments_never_change_its_ranking():
 
 def test_learning_is_deterministic():
     feats, pos = synthetic(seed=3)
-    a, _, imp_a = ltr.learned_run(feats, pos, PARAMS)
-    b, _, imp_b = ltr.learned_run(feats, pos, PARAMS)
+    a, _, imp_a, na = ltr.learned_run(feats, pos, PARAMS, nested=True)
+    b, _, imp_b, nb = ltr.learned_run(feats, pos, PARAMS, nested=True)
     pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(imp_a, imp_b)
+    pd.testing.assert_frame_equal(na, nb)
+
+
+def test_nested_scores_never_see_the_outer_folds_judgments():
+    """For outer fold f, the nested rankings of the other folds come from models trained without
+    f: shuffling f's judgments (folds kept) leaves them unchanged, and f's own queries are absent."""
+    feats, pos = synthetic()
+    fold = ltr.folds_of(pos, PARAMS["folds"], PARAMS["seed"])
+    outer = set(fold.index[fold == 1])
+    rng = np.random.default_rng(5)
+    shuffled = pos.copy()
+    mask = shuffled["query_id"].isin(outer)
+    shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False)]
+    assert ltr.folds_of(shuffled, PARAMS["folds"], PARAMS["seed"]).equals(fold)
+    _, _, _, a = ltr.learned_run(feats, pos, PARAMS, nested=True)
+    _, _, _, b = ltr.learned_run(feats, shuffled, PARAMS, nested=True)
+    assert not set(a.loc[a["outer_fold"] == 1, "query_id"]) & outer
+    assert set(a.loc[a["outer_fold"] == 1, "query_id"]) == set(fold.index) - outer
+    pd.testing.assert_frame_equal(
+        a[a["outer_fold"] == 1].reset_index(drop=True), b[b["outer_fold"] == 1].reset_index(drop=True)
+    )
+    assert not a[a["outer_fold"] == 0].reset_index(drop=True).equals(b[b["outer_fold"] == 0].reset_index(drop=True))
 
 
 def test_deep_candidates_reach_the_top_100():
     """Positives that every input run ranks below 100 come into the learned top 100 when the
     candidates go deeper (ltr.depth, search.k): R@100 rises, not only the order inside it."""
     feats, pos = synthetic(n_queries=30, n_cands=40, deep=True)
-    run, _, _ = ltr.learned_run(feats, pos, PARAMS)
+    run, _, _, _ = ltr.learned_run(feats, pos, PARAMS)
     top = run.merge(pos, on=["query_id", "doc_id"])
     assert len(top) > 0.8 * len(pos)  # out-of-fold, most positives (all at input ranks > 100) in the top 100
 
@@ -166,6 +217,10 @@ def test_ltr_depth_beyond_search_k_is_refused(cfg_factory):
     with pytest.raises(ConfigError, match=r"ltr.depth=200 > search.k=100.*Fix"):
         execute(cfg_factory("+experiment=doc_bm25", "ltr=lambdamart", "ltr.depth=200"))
     with pytest.raises(ConfigError, match=r"ltr.features=.*expected"):
+        execute(cfg_factory("+experiment=doc_bm25", "ltr=lambdamart", "ltr.features=[run,year]"))
+    with pytest.raises(ConfigError, match=r"doclen tells documents apart.*allow_identifying"):
+        execute(cfg_factory("+experiment=doc_bm25", "ltr=lambdamart", "ltr.features=[run,doclen]"))
+    with pytest.raises(ConfigError, match=r"prior family needs ltr.prior"):
         execute(cfg_factory("+experiment=doc_bm25", "ltr=lambdamart", "ltr.features=[run,prior]"))
 
 
@@ -185,6 +240,10 @@ def test_learned_run_through_harness_run_is_out_of_fold_and_cached(cfg_factory, 
     assert sorted(p.name for p in (folder / "models").iterdir()) == ["fold0.txt", "fold1.txt", "fold2.txt"]
     imp = pd.read_csv(folder / "importance.csv")
     assert set(imp["family"]) == {"run", "ipc", "doc"} and row["ltr"] == "lambdamart(doc+ipc+run,ow=1)"
+    assert row["ltr_identifying"] is None
+    meta = __import__("json").loads((folder / "meta.json").read_text())
+    assert set(meta["identity"]["families"]) == {"ipc", "doc"}  # checked when it was built
+    assert (folder / "nested.parquet").exists()
     assert ".ltr-dir-ow1." in row["tag"]
 
     again = execute(cfg_factory("+experiment=doc_bm25", *TA, *data, tiny=False))
@@ -215,4 +274,164 @@ def test_learned_run_through_harness_run_is_out_of_fold_and_cached(cfg_factory, 
         not a[~a["query_id"].isin(held)]
         .reset_index(drop=True)
         .equals(b[~b["query_id"].isin(held)].reset_index(drop=True))
+    )
+
+
+# ------------------------------------------------------------------ the identity check
+def popular(n_queries=60, n_docs=80, seed=0):
+    """Candidates whose relevance is mostly "one of ten often-cited documents", a run score with a
+    weak real signal, and an exact per-document length: the answer key a ranker must not learn."""
+    rng = np.random.default_rng(seed)
+    docs = [f"d{j:03d}" for j in range(n_docs)]
+    often = set(rng.choice(docs, 10, replace=False))
+    rows, pos = [], []
+    for i in range(n_queries):
+        q = f"q{i:02d}"
+        cands = rng.choice(docs, 40, replace=False)
+        weights = np.array([8.0 if d in often else 1.0 for d in cands])
+        rel = set(rng.choice(cands, 3, replace=False, p=weights / weights.sum()))
+        for d in cands:
+            rows.append({"query_id": q, "doc_id": d, "r0_score": rng.normal() + 0.5 * (d in rel)})
+        pos += [
+            {"query_id": q, "doc_id": d, "relevance": 1, "domain": "OUT" if k == 0 else "IN"}
+            for k, d in enumerate(sorted(rel))
+        ]
+    words = dict(zip(docs, rng.permutation(np.arange(50, 50 + 37 * n_docs, 37))))  # every length distinct
+    queries = ltr.side_table([f"q{i:02d}" for i in range(n_queries)], {}, None)
+    return pd.DataFrame(rows), pd.DataFrame(pos), queries, ltr.side_table(docs, {}, None, words)
+
+
+def test_identity_check_flags_an_exact_length():
+    feats, pos, queries, docs = popular()
+    params = {**PARAMS, "features": ["doclen", "run"], "allow_identifying": ["doclen"]}
+    out = ltr.identity_check(feats, pos, params, queries, docs)
+    e = out["families"]["doclen"]
+    assert out["identifying"] == ["doclen"] and e["identifying"]
+    assert e["delta"]["ALL"] > 0.02 and e["p_holm"]["ALL"] < ltr.ALPHA
+    assert out["real"]["ALL"] > e["without"]["ALL"]  # the exact length "helps": it names the often-cited documents
+    line = ltr.format_identity(out)[0]
+    assert line.startswith("identity check: doclen:") and "IDENTIFYING" in line
+    # The check can pass: the same data with the often-cited documents' lengths drawn anew per
+    # query (a length that describes nothing and names nothing) is not flagged.
+    noise = feats.assign(r1_noise=np.random.default_rng(1).normal(size=len(feats)))
+    assert ltr.identity_check(noise, pos, {**PARAMS, "features": ["run"]}, queries, docs)["identifying"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED_CACM_CODED.exists(), reason="needs ../shared/data/cacm-xdom-coded")
+def test_identity_check_on_cacm_coded_flags_the_length_and_passes_the_coarse_one(cfg_factory, monkeypatch):
+    """On the real citation benchmark (targets cited by many queries), LTR over BM25 with the exact
+    document length is flagged by the data-driven check (even when the config-time refusal is
+    switched off, the build refuses it with the reason); the log2 bucket and the IPC features are
+    not; with ltr.allow_identifying it runs, tagged."""
+    data = ("dataset=local", f"dataset.path={SHARED_CACM_CODED}", *TA, "bm25.k1=0.9", "bm25.b=0.4", "ltr=lambdamart")
+    with pytest.raises(ConfigError, match=r"doclen tells documents apart"):
+        execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,doclen]", tiny=False))
+    with monkeypatch.context() as m:
+        m.setattr(ltr, "IDENTIFYING", ())
+        with pytest.raises(ltr.IdentifyingFeature, match=r"doclen family identifies documents.*allow_identifying"):
+            execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,ipc,doc,doclen]", tiny=False))
+    row = execute(
+        cfg_factory(
+            "+experiment=doc_bm25",
+            *data,
+            "ltr.features=[run,ipc,doc,doclen]",
+            "ltr.allow_identifying=[doclen]",
+            tiny=False,
+        )
+    )
+    assert row["ltr_identifying"] == "doclen" and ".ltr-dirL-ow1-idL." in row["tag"]
+    folder = __import__("pathlib").Path(row["run_file"]).parent
+    ident = __import__("json").loads((folder / "meta.json").read_text())["identity"]
+    assert ident["identifying"] == ["doclen"], ident
+    assert ident["families"]["doclen"]["delta"]["ALL"] > 0
+    assert not ident["families"]["doc"]["identifying"] and not ident["families"]["ipc"]["identifying"]
+
+
+@pytest.mark.slow
+def test_transfer_never_reads_the_scored_judgments(cfg_factory, tiny_folder, tmp_path):
+    """ltr.train=A: a model learned on A's judgments ranks B's candidates; shuffling B's qrels
+    leaves B's ranking unchanged (the learned run is not keyed by them, and is the same file)."""
+    from harness.data import mini
+
+    other = mini.write(tmp_path / "other", **dict(__import__("conftest").TINY, seed=11, description_words=(60, 120)))
+    args = (
+        "+experiment=doc_bm25",
+        *TA,
+        "ltr=lambdamart",
+        "ltr.features=[run,ipc,ipcpair]",
+        "ltr.min_child_samples=5",
+        "ltr.n_estimators=20",
+    )
+    b = ("dataset=local", f"dataset.path={tiny_folder}")
+    row = execute(cfg_factory(*args, *b, f"ltr.train={other}", tiny=False))
+    assert "-trother." in row["tag"] and row["ltr"].endswith(",train=other)")
+    qrels = pd.read_parquet(tiny_folder / "qrels_all.parquet")
+    ids = sorted(qrels["relevant_id"].unique())  # other documents judged relevant, one per pair
+    qrels["relevant_id"] = qrels["relevant_id"].map(dict(zip(ids, np.random.default_rng(0).permutation(ids))))
+    qrels.to_parquet(tiny_folder / "qrels_all.parquet", index=False)
+    again = execute(cfg_factory(*args, *b, f"ltr.train={other}", tiny=False))
+    assert again["scores_key"] != row["scores_key"]  # scored against other judgments ...
+    pd.testing.assert_frame_equal(read_trec(row["run_file"]), read_trec(again["run_file"]))  # ... the same ranking
+    assert (
+        ltr.main(["identity", row["scores_key"], "--results", str(tmp_path / "store" / "runs" / "results.jsonl")]) == 0
+    )
+
+
+def test_prior_comes_from_judgments_that_are_not_scored(tmp_path):
+    """The prior family counts, per document, the queries of another qrels file that cite it; a
+    file whose judgments cover a scored query is refused (that would be the answer key)."""
+    other = tmp_path / "train.qrels"
+    other.write_text("t1 0 d1 1\nt2 0 d1 1\nt2 0 d2 2\nt3 0 d3 0\nt3 0 d1 1\n")
+    cites, digest = ltr.read_prior(other, ["q1", "q2"])
+    assert cites == {"d1": 3, "d2": 1} and len(digest) == 16
+    c = pd.DataFrame({"query_id": ["q1"] * 3, "doc_id": ["d1", "d2", "d9"]})
+    assert ltr.prior_features(c, cites)["prior_cites"].tolist() == [3.0, 1.0, 0.0]
+    with pytest.raises(ConfigError, match=r"cover 1 of the queries being scored \(e.g. t2\).*answer key"):
+        ltr.read_prior(other, ["t2", "q1"])
+    with pytest.raises(ConfigError, match=r"no such file"):
+        ltr.read_prior(tmp_path / "missing.qrels", ["q1"])
+
+
+def test_class_pair_rates_by_hand_and_never_from_a_rows_own_fold():
+    """ipcpair: the smoothed rate of positives among the learning rows with the same (query
+    class, candidate class) pair; rows learn only from other folds than their own and the held one."""
+    c = pd.DataFrame({"query_id": ["q1", "q1", "q2", "q2", "q3"], "doc_id": ["a", "b", "a", "b", "a"]})
+    q = ltr.side_table(["q1", "q2", "q3"], {"q1": ["A01"], "q2": ["A01"], "q3": ["B02"]}, None)
+    d = ltr.side_table(["a", "b"], {"a": ["C03"], "b": ["A01"]}, None)
+    y = np.array([2, 0, 0, 1, 0])
+    stats = ltr.PairStats(c, q, d, y)
+    learn = np.array([True, True, True, True, False])
+    f = stats(learn)
+    base, m = 2 / 4, ltr.PAIR_SMOOTHING
+    # row 0 (A01>C03): learning rows 0 and 2 have that pair, one positive (an OUT one)
+    assert f.loc[0, "pair_ipc3_pos_max"] == pytest.approx((1 + m * base) / (2 + m))
+    assert f.loc[0, "pair_ipc3_out_max"] == pytest.approx((1 + m * 0.25) / (2 + m))
+    assert f.loc[4, "pair_ipc3_pos_max"] == pytest.approx(base)  # B02>C03: never seen, the overall rate
+    assert f.loc[0, "pair_section_pos_mean"] == pytest.approx((1 + m * base) / (2 + m))  # A>C
+    fold_of_row = np.array([0.0, 0.0, 1.0, 1.0, np.nan])
+    x = pd.DataFrame({"r0": np.zeros(5)})
+    out = ltr.with_learned(x, stats, fold_of_row, {1})  # held fold 1: fold 0's rows learn from nothing else
+    assert out.loc[0, "pair_ipc3_pos_max"] == pytest.approx(0.0)  # no learning row left: base 0, rate 0
+
+
+def test_class_pair_rates_keep_a_held_folds_judgments_out_of_its_ranking():
+    feats, pos = synthetic()
+    rng = np.random.default_rng(2)
+    codes = ["A01", "B02", "C03", "D04"]
+    queries = ltr.side_table(
+        feats["query_id"].unique(), {q: [rng.choice(codes)] for q in feats["query_id"].unique()}, None
+    )
+    docs = ltr.side_table(feats["doc_id"].unique(), {d: [rng.choice(codes)] for d in feats["doc_id"].unique()}, None)
+    params = {**PARAMS, "features": ["ipcpair", "run"]}
+    fold = ltr.folds_of(pos, params["folds"], params["seed"])
+    held = set(fold.index[fold == 0])
+    shuffled = pos.copy()
+    mask = shuffled["query_id"].isin(held)
+    shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False)]
+    a, _, imp, _ = ltr.learned_run(feats, pos, params, queries, docs)
+    b, _, _, _ = ltr.learned_run(feats, shuffled, params, queries, docs)
+    assert "pair_ipc3_pos_max" in set(imp["feature"]) and set(imp["family"]) == {"ipcpair", "run"}
+    pd.testing.assert_frame_equal(
+        a[a["query_id"].isin(held)].reset_index(drop=True), b[b["query_id"].isin(held)].reset_index(drop=True)
     )

@@ -160,6 +160,10 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
         "ltr.num_leaves": 7,
         "ltr.min_child_samples": 5,
         "ltr.truncation": 20,
+        "ltr.allow_identifying": ["ipc"],
+        "ltr.prior": "qrels.txt",  # refused without the prior family: used or refused
+        "ltr.train": "mini",
+        "ltr.nested": False,
     }
 
     def keys(cfg):

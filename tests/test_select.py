@@ -244,3 +244,103 @@ def test_filters_that_leave_nothing_say_which_and_a_folder_matches_in_any_spelli
         find(res, "doc_bm25", where=["bm25.k1=2"])
     with pytest.raises(SystemExit, match=r"--dataset 'elsewhere' matches none of them"):
         find(res, "doc_bm25", dataset="elsewhere")
+
+
+# ------------------------------------------------------------------ nested selection over learned rows
+def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs: int = 3, folds: int = 3):
+    """A baseline run and ``configs`` LambdaRank rows learned on features that carry no signal:
+    per-query scores (select's tables) and the rows' nested scores, as the stages write them."""
+    from harness import ltr
+    from harness.data.qrels import SUBSETS, subset
+    from harness.evaluate import per_query
+
+    rng = np.random.default_rng(seed)
+    qids = [f"q{i:02d}" for i in range(queries)]
+    feats = pd.DataFrame([{"query_id": q, "doc_id": f"d{j:02d}"} for q in qids for j in range(cands)]).assign(
+        r0_score=rng.normal(size=queries * cands), r1_score=rng.normal(size=queries * cands)
+    )
+    pos = pd.DataFrame(
+        [
+            {"query_id": q, "doc_id": f"d{j:02d}", "relevance": 1, "domain": "OUT" if k == 0 and i % 2 else "IN"}
+            for i, q in enumerate(qids)
+            for k, j in enumerate(rng.choice(cands, 2, replace=False))
+        ]
+    )
+
+    def table(run):  # the run's own queries only, as harness.evaluate.score_nested scores them
+        parts = []
+        for s in SUBSETS:
+            q = subset(pos, s)
+            pq = per_query(run, q[q["query_id"].isin(set(run["query_id"]))], ["nDCG@100"])
+            parts.append(pq.assign(subset=s))
+        return pd.concat(parts, ignore_index=True)
+
+    tables = {"base": table(feats.rename(columns={"r0_score": "score"})[["query_id", "doc_id", "score"]])}
+    nested = {}
+    for c in range(configs):
+        params = {
+            "features": ["run"],
+            "folds": folds,
+            "seed": seed,
+            "out_k": 100,
+            "out_weight": 1.0 + c,
+            "n_estimators": 10,
+            "learning_rate": 0.3,
+            "num_leaves": 3 + c,
+            "min_child_samples": 5,
+            "truncation": 20,
+        }
+        run, _, _, inner = ltr.learned_run(feats, pos, params, nested=True)
+        tables[f"ltr{c}"] = table(run)
+        nested[f"ltr{c}"] = pd.concat(
+            [table(r.drop(columns="outer_fold")).assign(outer_fold=f) for f, r in inner.groupby("outer_fold")],
+            ignore_index=True,
+        )
+    fold = ltr.folds_of(pos, folds, seed)
+    return tables, nested, fold
+
+
+@pytest.mark.slow
+def test_nested_selection_over_learned_rows_keeps_its_level_on_noise():
+    """Learned rows on features with no signal, 80 seeds: the nested choice's held-out test (fold
+    f's choice made on scores of models that never saw f) rejects at p < 0.05 in about 5% of seeds
+    (binomial sd 2.4 points)."""
+    from harness.significance import cv_test
+
+    rejections = []
+    for seed in range(80):
+        tables, nested, fold = _learned_noise_tables(seed)
+        target = S.matrix(tables, "ALL", "nDCG@100")
+        train = {f: S.nested_matrix(tables, nested, "ALL", "nDCG@100", f, fold) for f in sorted(fold.unique())}
+        diffs = target.sub(target["base"], axis=0)
+        by_fold = {f: m.sub(m["base"], axis=0) for f, m in train.items()}
+        h = cv_test(diffs, fold, seed=seed, resamples=199, bootstrap=0, choose_by_fold=by_fold)["target"]
+        cv = S.cross_validate(target, fold, train=train)
+        assert h["delta"] == pytest.approx(cv["cv_estimate"] - target["base"].mean())  # the same nested choice
+        rejections.append(h["p"] < 0.05)
+    assert np.mean(rejections) <= 0.11
+
+
+def test_nested_matrix_takes_the_outer_folds_scores_and_refuses_other_folds():
+    tables, nested, fold = _learned_noise_tables(0, queries=18, configs=1)
+    m = S.nested_matrix(tables, nested, "ALL", "nDCG@100", 0, fold)
+    own = fold.index[fold == 0]
+    assert m.loc[own, "ltr0"].isna().all() and m.loc[own, "base"].notna().all()
+    n = nested["ltr0"]
+    want = n[(n["outer_fold"] == 0) & (n["subset"] == "ALL")].set_index("query_id")["value"]
+    pd.testing.assert_series_equal(m["ltr0"].dropna().sort_index(), want.sort_index(), check_names=False)
+    other = fold.copy()
+    other.iloc[:3] = (other.iloc[:3] + 1) % 3  # select's folds differ from the ones the row was cross-fitted on
+    with pytest.raises(SystemExit, match=r"other folds than select's"):
+        S.nested_matrix(tables, nested, "ALL", "nDCG@100", int(other.iloc[0]), other)
+
+
+def test_select_refuses_a_learned_row_without_nested_scores(tmp_path):
+    row = _row("xdomain", "k9")
+    row["config"]["ltr"] = {"folds": 5, "seed": 0}
+    with pytest.raises(SystemExit, match=r"no nested scores.*ltr.nested=true"):
+        S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 5, 0)
+    with pytest.raises(SystemExit, match=r"ltr.folds=5 .*select over folds=3.*Fix: select with folds=5"):
+        S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 3, 0)
+    row["config"]["ltr"]["train"] = "/elsewhere"  # trained on another dataset: nothing learned from these judgments
+    assert S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 5, 0) == {}
