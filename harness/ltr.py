@@ -830,7 +830,9 @@ def node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
     feats = features_node(exp, inputs)
     params = params_of(t, exp.cfg.search.k)
     if t.get("train"):
-        return transfer_node(exp, feats, params)
+        learned = transfer_node(exp, feats, params)
+        if learned is not None:
+            return learned
     prior = None
     if t.get("prior"):
         prior, params["prior"] = read_prior(t.prior, exp.ds.query_ids)
@@ -893,9 +895,11 @@ def train_dataset_config(train: str, like) -> DictConfig:
     return OmegaConf.create({"type": "local", "path": str(train), **opts})
 
 
-def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact:
+def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | None:
     """``ltr.train``: the same experiment's runs on the training dataset, one model learned from
-    all of its judgments, applied to this dataset's candidates (whose judgments it never reads)."""
+    all of its judgments, applied to this dataset's candidates (whose judgments it never reads).
+    None where the training dataset is this one (cross-fitting stays the rule); refused where its
+    judgments cover some of the queries scored here."""
     from omegaconf import DictConfig, OmegaConf, open_dict
 
     from . import data, env
@@ -912,7 +916,18 @@ def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact:
     exp_a = Experiment(cfg_a, ds_a, exp.store, plan=exp.plan)
     if ds_a.qrels_digest == exp.ds.qrels_digest and ds_a.topics_fingerprint == exp.ds.topics_fingerprint:
         log.info("ltr.train=%s is the dataset being scored: cross-fitting over its queries instead", train)
-        return node(exp_a, exp_a.candidate_runs())
+        return None
+    from .data import views as V
+
+    text_a, text_b = V.query_texts(ds_a.queries, "TA"), V.query_texts(exp.ds.queries, "TA")
+    judged_a = set(ds_a.positives["query_id"])
+    shared = sorted(q for q in text_b if q in judged_a and text_a.get(q) == text_b[q])  # the same query, judged in A
+    if shared:
+        raise IdentifyingFeature(
+            f"ltr.train={train}: its judgments cover {len(shared)} of the queries scored here (e.g. {shared[0]}): "
+            f"a model trained on them has seen the labels it is scored on. Fix: train on other queries (python -m "
+            f"harness.data.split makes two halves), or drop ltr.train to cross-fit over this dataset's queries."
+        )
     feats_a = features_node(exp_a, exp_a.candidate_runs())
     exp.nodes.extend(n for n in exp_a.nodes if n not in exp.nodes)  # the run's lineage (manifest, gc)
     keyed = {k: v for k, v in params.items() if k not in ("out_k", "nested", "allow_identifying")}

@@ -226,8 +226,8 @@ def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.Data
 def learns_here(row: dict) -> bool:
     """Whether a row's ranking was learned from the judgments it is scored on (cross-fitted LTR;
     a model trained on another dataset, ``ltr.train``, was not)."""
-    t = (row.get("config") or {}).get("ltr")
-    return isinstance(t, dict) and not t.get("train")
+    label = row.get("ltr")  # harness.naming.ltr_label: names the training dataset of a transferred model
+    return isinstance(label, str) and bool(label) and ",train=" not in label
 
 
 def nested_matrix(tables: dict, nested: dict, subset: str, metric: str, fold: int, folds: pd.Series) -> pd.DataFrame:

@@ -148,6 +148,10 @@ def synthetic(n_queries=30, n_cands=40, seed=0, deep=False):
 
 
 def test_a_held_folds_judgments_never_change_its_ranking():
+    """What cross-fitting guarantees, exactly: *given the folds*, a held fold's judgments never move
+    its ranking. The folds are stratified by which queries have an OUT positive, so the shuffle
+    keeps every query's domains (the assertion below checks the folds did not move); a judgment
+    that removes a query's only OUT positive could move other queries between folds."""
     feats, pos = synthetic()
     fold = ltr.folds_of(pos, PARAMS["folds"], PARAMS["seed"])
     held = set(fold.index[fold == 0])
@@ -435,3 +439,17 @@ def test_class_pair_rates_keep_a_held_folds_judgments_out_of_its_ranking():
     pd.testing.assert_frame_equal(
         a[a["query_id"].isin(held)].reset_index(drop=True), b[b["query_id"].isin(held)].reset_index(drop=True)
     )
+
+
+@pytest.mark.slow
+def test_training_on_the_scored_dataset_cross_fits_and_on_its_queries_is_refused(cfg_factory, tiny_folder, tmp_path):
+    args = ("+experiment=doc_bm25", *TA, "ltr=lambdamart", "ltr.min_child_samples=5", "ltr.n_estimators=20")
+    here = ("dataset=local", f"dataset.path={tiny_folder}")
+    plain = execute(cfg_factory(*args, *here, tiny=False))
+    same = execute(cfg_factory(*args, *here, f"ltr.train={tiny_folder}", tiny=False))
+    assert same["run_file"] == plain["run_file"]  # A is B: cross-fitting, the same artifact
+    from harness.data.split import split
+
+    half, _ = split(tiny_folder, tmp_path / "halves", 0.5, seed=1)  # half of the scored queries
+    with pytest.raises(ltr.IdentifyingFeature, match=r"judgments cover \d+ of the queries scored here.*split"):
+        execute(cfg_factory(*args, *here, f"ltr.train={half}", tiny=False))

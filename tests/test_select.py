@@ -338,9 +338,10 @@ def test_nested_matrix_takes_the_outer_folds_scores_and_refuses_other_folds():
 def test_select_refuses_a_learned_row_without_nested_scores(tmp_path):
     row = _row("xdomain", "k9")
     row["config"]["ltr"] = {"folds": 5, "seed": 0}
+    row["ltr"] = "lambdamart(ipc+run,ow=3)"
     with pytest.raises(SystemExit, match=r"no nested scores.*ltr.nested=true"):
         S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 5, 0)
     with pytest.raises(SystemExit, match=r"ltr.folds=5 .*select over folds=3.*Fix: select with folds=5"):
         S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 3, 0)
-    row["config"]["ltr"]["train"] = "/elsewhere"  # trained on another dataset: nothing learned from these judgments
+    row["ltr"] = "lambdamart(ipc+run,ow=3,train=other)"  # trained elsewhere: nothing learned from these judgments
     assert S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 5, 0) == {}
