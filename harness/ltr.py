@@ -12,6 +12,8 @@ fusion, every fused run). Feature families (``ltr.features``; drop one for an ab
   the rank (a family a run did not retrieve: score missing, rank ``depth + 1``); for passage runs
   the number of retrieved passages and their mean score; the number of runs that retrieved the
   family; the query's length;
+* ``domain`` (about the pair, the least a domain-aware ranker needs): whether query and candidate
+  share no IPC3 code (the OUT relation itself) and no IPC section;
 * ``ipc`` (about the pair): IPC3 codes shared with the query (count, Jaccard, disjoint flag), the
   same for IPC sections (the code's first character) and, where the data has full codes, IPC4 (the
   first four characters, a subclass in DAPFAM), and each side's number of IPC3 codes;
@@ -32,7 +34,7 @@ lets the model learn which documents *other* queries' judgments cite and rank th
 CACM, 94% of positive pairs have a target another query also cites). :func:`identity_check`
 tests every family whose values belong to the candidate document: each document gets another
 document's values (a random permutation over the corpus), the model is retrained, and a family
-whose permuted copy beats the same values shuffled across query-candidate rows (which name no
+whose permuted copy beats a copy redrawn for every query-candidate row (which names no
 document; the model without the family is reported too) on held-out queries (one-sided sign-flip
 test over queries, nDCG@100 on ALL and OUT, Holm-corrected over every family and subset at
 0.05) is *identifying*: the learned run is refused unless ``ltr.allow_identifying``
@@ -94,20 +96,17 @@ log = logging.getLogger(__name__)
 METHODS = ("lambdamart",)
 FEATURES_VERSION = 2  # of the features builder (harness.env): bump when a change alters its files
 VERSION = 2  # of the learned-run builder
-IDENTITY_VERSION = 2  # of the identity check
+IDENTITY_VERSION = 4  # of the identity check
 MODEL_VERSION = 1  # of a model trained on another dataset (ltr.train)
 
-FAMILIES = ("run", "ipc", "ipcpair", "doc", "doclen", "prior")
-DOCUMENT_FAMILIES = (
-    "ipc",
-    "ipcpair",
-    "doc",
-    "doclen",
-)  # values that belong to the candidate document: identity-checked
+FAMILIES = ("run", "domain", "ipc", "ipcpair", "doc", "doclen", "prior")
+# Families whose values belong to the candidate document: identity-checked.
+DOCUMENT_FAMILIES = ("domain", "ipc", "ipcpair", "doc", "doclen")
 IDENTIFYING = ("doclen",)  # precise per-document values: refused before anything runs unless allowed
-SHORT = {"run": "r", "ipc": "i", "ipcpair": "c", "doc": "d", "doclen": "L", "prior": "p"}
+SHORT = {"run": "r", "domain": "o", "ipc": "i", "ipcpair": "c", "doc": "d", "doclen": "L", "prior": "p"}
 PAIR_SMOOTHING = 20.0  # pseudo-rows at the overall rate: a class pair seen in few rows says little  # run tags
 ALPHA = 0.05  # identity check: Holm-corrected over every family and subset
+REPLICATES = 2  # identity check: draws of the permuted and of the redrawn copy, averaged per query
 
 
 # ----------------------------------------------------------------------------- features (pure)
@@ -203,6 +202,8 @@ def ipc_features(cands: pd.DataFrame, q3: dict, d3: dict, qfull: dict | None = N
 
 def family_of(feature: str) -> str:
     """The feature family of a feature column (module docstring)."""
+    if feature.startswith("dom_"):
+        return "domain"
     if feature.startswith("pair_"):
         return "ipcpair"
     if feature.startswith(("ipc", "section", "q_ipc", "d_ipc")):
@@ -247,6 +248,16 @@ def document_features(cands: pd.DataFrame, queries: pd.DataFrame, docs: pd.DataF
     """The columns of the families that read the candidate document (``ipc``, ``doc``, ``doclen``),
     from the side tables of :func:`side_table`; row order of ``cands``."""
     parts = []
+    if "domain" in families:  # only whether the pair shares a class, a section: what IN / OUT means
+        f = ipc_features(cands, queries["ipc3"].to_dict(), docs["ipc3"].to_dict())
+        parts.append(
+            pd.DataFrame(
+                {
+                    "dom_ipc3_disjoint": f["ipc3_disjoint"].to_numpy(),
+                    "dom_section_disjoint": np.where(f["section_shared"].isna(), np.nan, f["section_shared"] == 0),
+                }
+            ).astype(float)
+        )
     if "ipc" in families:
         q3, d3 = queries["ipc3"].to_dict(), docs["ipc3"].to_dict()
         full = queries["ipc_full"].notna().any() and docs["ipc_full"].notna().any()
@@ -586,18 +597,20 @@ def identity_check(
 ) -> dict:
     """Does a document family act as an identity? For each family of ``params["features"]`` in
     :data:`DOCUMENT_FAMILIES`, held-out nDCG@100 (ALL, OUT) of four models: the real one; one
-    whose family values are *moved to other documents* (:func:`permuted`: each document keeps one
-    value across queries, another document's); one whose family values are *shuffled across
-    query-candidate rows* (the same values and distribution, but a document's value changes from
-    query to query, so it names nothing: the noise control); and one *without* the family.
+    whose family is computed from a *stand-in document fixed per document* (a random cycle, as
+    :func:`permuted`: each document keeps one stand-in, never itself, across every query); one
+    whose stand-in is *redrawn for every query-candidate row* (the same query side, the same
+    distribution of document values, but nothing a document keeps from query to query: the noise
+    control); and one *without* the family.
 
-    Moved values describe nothing about the candidate; all they can still carry is which document
-    it is. So a family is **identifying** when the moved copy beats the shuffled copy on held-out
-    queries: one-sided sign-flip test over queries of (moved - shuffled), on ALL and OUT,
-    Holm-corrected over every family and subset, at :data:`ALPHA`. (Against the model without the
-    family a moved copy can also gain from being extra columns to split on; the shuffled control
-    has those columns too.) The test treats the trained models as fixed: a borderline verdict is
-    worth rechecking with another ``ltr.seed``."""
+    Stand-in values describe nothing about the candidate; what the fixed one can still carry, and
+    the redrawn one cannot, is which document it is. So a family is **identifying** when the
+    fixed copy beats the redrawn copy on held-out queries: one-sided sign-flip test over queries
+    of (permuted - redrawn), on ALL and OUT, Holm-corrected over every family and subset, at
+    :data:`ALPHA`. (Against the model without the family a stand-in copy can also gain from being
+    extra columns to split on; the redrawn control has those columns too.) One draw varies as much
+    as the effect of a coarse family, so each arm is the per-query mean over :data:`REPLICATES`
+    draws; the test is over queries, given those models."""
     from .significance import max_statistic_test
 
     fams = [f for f in params["features"] if f in DOCUMENT_FAMILIES]
@@ -611,37 +624,44 @@ def identity_check(
     extra = learned_columns(table, queries, docs, y, params["features"])
     real = _held_ndcg(table, cols, positives, fold, params, extra)
     out["real"] = {s: float(v.mean()) for s, v in real.items()}
-    moved_docs = permuted(docs, seed)
-    rows = np.random.default_rng(seed + 1).permutation(len(table))
+    ids = docs.index.to_numpy()
+    draws = []
+    for r in range(REPLICATES):  # (each document's stand-in, each row's stand-in)
+        rng = np.random.default_rng(seed + r)
+        order = rng.permutation(len(ids))
+        cycle = dict(zip(ids[order], ids[np.roll(order, -1)]))  # as permuted(): no document keeps its own
+        draws.append((table["doc_id"].map(cycle).to_numpy(), rng.choice(ids, len(table))))
     tests = []
+
+    def mean_of(results: list[dict]) -> dict:
+        return {s: sum(r[s] for r in results) / len(results) for s in ("ALL", "OUT")}
+
+    def stand_in(doc_ids) -> pd.DataFrame:
+        return table[["query_id"]].assign(doc_id=doc_ids)
+
     for fam in fams:
-        if fam == "ipcpair":  # learned in-fold: move the codes it is learned from, or its output
-            moved_extra = PairStats(table, queries, moved_docs, y)
-
-            def shuffled_extra(learn, e=extra):
-                return e(learn).iloc[rows].reset_index(drop=True)
-
-            arms = {
-                "permuted": _held_ndcg(table, cols, positives, fold, params, moved_extra),
-                "shuffled": _held_ndcg(table, cols, positives, fold, params, shuffled_extra),
-                "without": _held_ndcg(table, cols, positives, fold, params, None),
-            }
-        else:
-            own = [c for c in cols if family_of(c) == fam]
-            moved = table.copy()
-            new = document_features(feats, queries, moved_docs, [fam])
-            moved[own] = new[own].to_numpy()
-            shuffled = table.copy()
-            shuffled[own] = table[own].to_numpy()[rows]
-            arms = {
-                "permuted": _held_ndcg(moved, cols, positives, fold, params, extra),
-                "shuffled": _held_ndcg(shuffled, cols, positives, fold, params, extra),
-                "without": _held_ndcg(table, [c for c in cols if c not in own], positives, fold, params, extra),
-            }
+        moved_arms: list[dict] = []
+        redrawn_arms: list[dict] = []
+        for per_doc, per_row in draws:
+            for arm, doc_ids in ((moved_arms, per_doc), (redrawn_arms, per_row)):
+                if fam == "ipcpair":  # learned in-fold from the stand-ins' codes
+                    stats = PairStats(stand_in(doc_ids), queries, docs, y)
+                    arm.append(_held_ndcg(table, cols, positives, fold, params, stats))
+                else:
+                    own = [c for c in cols if family_of(c) == fam]
+                    t = table.copy()
+                    t[own] = document_features(stand_in(doc_ids), queries, docs, [fam])[own].to_numpy()
+                    arm.append(_held_ndcg(t, cols, positives, fold, params, extra))
+        keep = [c for c in cols if family_of(c) != fam]
+        arms = {
+            "permuted": mean_of(moved_arms),
+            "redrawn": mean_of(redrawn_arms),
+            "without": _held_ndcg(table, keep, positives, fold, params, None if fam == "ipcpair" else extra),
+        }
         entry: dict = {arm: {s: float(v.mean()) for s, v in a.items()} for arm, a in arms.items()}
         entry.update({"delta": {}, "p": {}})
         for s in ("ALL", "OUT"):
-            d = (arms["permuted"][s] - arms["shuffled"][s].reindex(arms["permuted"][s].index)).to_numpy(float)
+            d = (arms["permuted"][s] - arms["redrawn"][s].reindex(arms["permuted"][s].index)).to_numpy(float)
             entry["delta"][s] = float(d.mean())
             entry["p"][s] = float(max_statistic_test(d[:, None], 0, seed)["p_max_statistic"]) if len(d) else 1.0
             tests.append((fam, s))
@@ -672,10 +692,10 @@ def format_identity(result: dict) -> list[str]:
     lines = []
     for fam, e in result["families"].items():
         verdict = "IDENTIFYING: it tells documents apart" if e["identifying"] else "ok"
-        arms = ", ".join(f"{a} {e[a]['ALL']:.4f}/{e[a]['OUT']:.4f}" for a in ("permuted", "shuffled", "without"))
+        arms = ", ".join(f"{a} {e[a]['ALL']:.4f}/{e[a]['OUT']:.4f}" for a in ("permuted", "redrawn", "without"))
         lines.append(
             f"identity check: {fam}: held-out nDCG@100 ALL/OUT real {r['ALL']:.4f}/{r['OUT']:.4f}, {arms}; "
-            f"permuted - shuffled {e['delta']['ALL']:+.4f}/{e['delta']['OUT']:+.4f} (one-sided sign-flip p, Holm "
+            f"permuted - redrawn {e['delta']['ALL']:+.4f}/{e['delta']['OUT']:+.4f} (one-sided sign-flip p, Holm "
             f"over {2 * len(result['families'])} tests: {e['p_holm']['ALL']:.3g}/{e['p_holm']['OUT']:.3g}; alpha "
             f"{result['alpha']}): {verdict}"
         )
@@ -847,7 +867,7 @@ def node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
             e = identity["families"][refused[0]]
             raise IdentifyingFeature(
                 f"ltr.features: the {refused[0]} family identifies documents on this dataset (its values moved to "
-                f"other documents beat the same values shuffled across pairs by {e['delta']['ALL']:+.4f} ALL / "
+                f"other documents beat values redrawn for every pair by {e['delta']['ALL']:+.4f} ALL / "
                 f"{e['delta']['OUT']:+.4f} OUT nDCG@100, Holm p {e['p_holm']['ALL']:.3g} / {e['p_holm']['OUT']:.3g}): "
                 f"the ranker would learn which documents other queries' judgments cite. Fix: drop it from "
                 f"ltr.features, or name it in ltr.allow_identifying=[{refused[0]}] to run it anyway (tagged)."

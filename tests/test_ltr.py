@@ -90,6 +90,7 @@ def test_labels_grade_out_positives_apart():
 
 def test_feature_families():
     names = ("r0_rank", "n_runs", "q_len", "ipc3_disjoint", "section_shared", "doc_len_log2", "doc_len", "prior_cites")
+    assert ltr.family_of("dom_ipc3_disjoint") == "domain" and ltr.family_of("pair_ipc3_pos_max") == "ipcpair"
     assert {c: ltr.family_of(c) for c in names} == {
         "r0_rank": "run",
         "n_runs": "run",
@@ -113,7 +114,9 @@ def test_document_features_from_side_tables():
         None,
         {"a": 1, "b": 3, "c": 4, "d": 100},
     )
-    f = ltr.document_features(c, q, d, ["ipc", "doc", "doclen"])
+    f = ltr.document_features(c, q, d, ["domain", "ipc", "doc", "doclen"])
+    assert f["dom_ipc3_disjoint"].tolist()[:2] == [0.0, 1.0] and np.isnan(f["dom_ipc3_disjoint"][2])
+    assert f["dom_section_disjoint"].tolist()[:2] == [0.0, 1.0] and f["dom_section_disjoint"][3] == 0.0
     assert f["doc_len_log2"].tolist() == [0.0, 2.0, 2.0, 7.0]
     assert f["doc_len"].tolist() == [1.0, 3.0, 4.0, 100.0]
     assert f["ipc3_shared"].tolist()[:2] == [1.0, 0.0] and np.isnan(f["ipc3_shared"][2])
@@ -243,12 +246,12 @@ def test_learned_run_through_harness_run_is_out_of_fold_and_cached(cfg_factory, 
     folder = __import__("pathlib").Path(row["run_file"]).parent
     assert sorted(p.name for p in (folder / "models").iterdir()) == ["fold0.txt", "fold1.txt", "fold2.txt"]
     imp = pd.read_csv(folder / "importance.csv")
-    assert set(imp["family"]) == {"run", "ipc", "doc"} and row["ltr"] == "lambdamart(doc+ipc+run,ow=1)"
+    assert set(imp["family"]) == {"run", "domain"} and row["ltr"] == "lambdamart(domain+run,ow=1)"
     assert row["ltr_identifying"] is None
     meta = __import__("json").loads((folder / "meta.json").read_text())
-    assert set(meta["identity"]["families"]) == {"ipc", "doc"}  # checked when it was built
+    assert set(meta["identity"]["families"]) == {"domain"}  # checked when it was built
     assert (folder / "nested.parquet").exists()
-    assert ".ltr-dir-ow1." in row["tag"]
+    assert ".ltr-or-ow1." in row["tag"]
 
     again = execute(cfg_factory("+experiment=doc_bm25", *TA, *data, tiny=False))
     assert again["run_file"] == row["run_file"]  # reused
