@@ -255,10 +255,14 @@ def test_pareto_front():
 @pytest.mark.slow
 def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
     row = execute(cfg_factory("+experiment=xdomain"))
-    assert row["experiment"] == "xdomain" and row["ltr"] == "lambdamart(doc+ipc+run,ow=10)" and row["rerank"] is None
+    assert row["experiment"] == "xdomain" and row["ltr"] is None
+    assert row["rerank"] == "ipc3_disjoint" and row["rerank_weight"] == 0.1 and row["search_k"] == 100
     assert row["query_views"] == "TA+TA+KW+KW+T+T"
     assert row["prf"] == "bm25:rm3(20,10,0.5)+dense:rocchio(3,0.4,0.6)"
     assert 0 < row["nDCG@100/OUT"] <= 1
+    # its honest learned ranker, and rerank=none, which an experiment that set the weight could not drop
+    learned = execute(cfg_factory("+experiment=xdomain", "ltr=xdomain", "search.k=300", "rerank=none"))
+    assert learned["ltr"] == "lambdamart(domain+run,ow=10)" and learned["rerank"] is None and learned["search_k"] == 300
 
 
 def test_run_weights_are_checked_like_fusion_weights(cfg_factory):

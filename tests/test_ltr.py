@@ -318,41 +318,48 @@ def test_identity_check_flags_an_exact_length():
     assert out["real"]["ALL"] > e["without"]["ALL"]  # the exact length "helps": it names the often-cited documents
     line = ltr.format_identity(out)[0]
     assert line.startswith("identity check: doclen:") and "IDENTIFYING" in line
-    # The check can pass: the same data with the often-cited documents' lengths drawn anew per
-    # query (a length that describes nothing and names nothing) is not flagged.
-    noise = feats.assign(r1_noise=np.random.default_rng(1).normal(size=len(feats)))
-    assert ltr.identity_check(noise, pos, {**PARAMS, "features": ["run"]}, queries, docs)["identifying"] == []
+    # The check can pass: a document family coarse enough to name nothing (each document in one of
+    # two classes, at random) is not flagged on the same data.
+    rng = np.random.default_rng(1)
+    coded_q = ltr.side_table(queries.index, {q: [rng.choice(["A01", "B02"])] for q in queries.index}, None)
+    coded_d = ltr.side_table(
+        docs.index, {d: [rng.choice(["A01", "B02"])] for d in docs.index}, None, docs["words"].to_dict()
+    )
+    coarse = ltr.identity_check(feats, pos, {**PARAMS, "features": ["domain", "run"]}, coded_q, coded_d)
+    assert coarse["identifying"] == [] and set(coarse["families"]) == {"domain"}
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not SHARED_CACM_CODED.exists(), reason="needs ../shared/data/cacm-xdom-coded")
-def test_identity_check_on_cacm_coded_flags_the_length_and_passes_the_coarse_one(cfg_factory, monkeypatch):
+def test_identity_check_on_cacm_coded_flags_the_length_and_passes_the_domain(cfg_factory, monkeypatch, tmp_path):
     """On the real citation benchmark (targets cited by many queries), LTR over BM25 with the exact
     document length is flagged by the data-driven check (even when the config-time refusal is
-    switched off, the build refuses it with the reason); the log2 bucket and the IPC features are
-    not; with ltr.allow_identifying it runs, tagged."""
+    switched off, the build refuses it with the reason); the pair's domain flags are not; with
+    ltr.allow_identifying it runs, tagged, and the command line says so with exit status 1."""
     data = ("dataset=local", f"dataset.path={SHARED_CACM_CODED}", *TA, "bm25.k1=0.9", "bm25.b=0.4", "ltr=lambdamart")
     with pytest.raises(ConfigError, match=r"doclen tells documents apart"):
         execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,doclen]", tiny=False))
     with monkeypatch.context() as m:
         m.setattr(ltr, "IDENTIFYING", ())
         with pytest.raises(ltr.IdentifyingFeature, match=r"doclen family identifies documents.*allow_identifying"):
-            execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,ipc,doc,doclen]", tiny=False))
+            execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,domain,doclen]", tiny=False))
     row = execute(
         cfg_factory(
             "+experiment=doc_bm25",
             *data,
-            "ltr.features=[run,ipc,doc,doclen]",
+            "ltr.features=[run,domain,doclen]",
             "ltr.allow_identifying=[doclen]",
             tiny=False,
         )
     )
-    assert row["ltr_identifying"] == "doclen" and ".ltr-dirL-ow1-idL." in row["tag"]
+    assert row["ltr_identifying"] == "doclen" and ".ltr-Lor-ow1-idL." in row["tag"]
     folder = __import__("pathlib").Path(row["run_file"]).parent
     ident = __import__("json").loads((folder / "meta.json").read_text())["identity"]
     assert ident["identifying"] == ["doclen"], ident
     assert ident["families"]["doclen"]["delta"]["ALL"] > 0
-    assert not ident["families"]["doc"]["identifying"] and not ident["families"]["ipc"]["identifying"]
+    assert not ident["families"]["domain"]["identifying"]  # whether the pair shares a class names no document
+    results = tmp_path / "store" / "runs" / "results.jsonl"
+    assert ltr.main(["identity", row["scores_key"], "--results", str(results)]) == 1
 
 
 @pytest.mark.slow
