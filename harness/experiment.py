@@ -65,6 +65,7 @@ class Experiment:
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}
         self.encoders: dict[str, object] = {}  # one loaded encoder per encoder config, shared with parts
+        self.elsewhere: set[str] = set()  # keys of nodes built for another dataset (ltr.train): not timed here
 
     def ensure(self, art: Artifact, build, describe: str) -> Artifact:
         """Record ``art`` as a node of this experiment and, unless planning, build or reuse it."""
@@ -106,6 +107,7 @@ class Experiment:
         child = Experiment.__new__(Experiment)
         child.cfg, child.ds, child.plan, child.store, child.nodes = cfg, self.ds, self.plan, self.store, self.nodes
         child.metrics, child.inputs, child.later, child.encoders = self.metrics, [cfg], self.later, self.encoders
+        child.elsewhere = self.elsewhere
         for part in ("corpus_node", "topics_node", "qrels_node"):
             child.__dict__[part] = getattr(self, part)
         return child
@@ -226,7 +228,7 @@ class Experiment:
         """Index, encoding and query time of this experiment, read from its artifacts' meta.json."""
         out = {"index_seconds": 0.0, "encode_seconds": 0.0, "search_seconds": 0.0, "seconds_per_query": 0.0}
         for n in self.nodes:
-            if n.kind == "dataset" or not self.store.exists(n):
+            if n.kind == "dataset" or n.key in self.elsewhere or not self.store.exists(n):
                 continue
             m = self.store.meta(n)
             if n.kind in ("lucene", "faiss"):

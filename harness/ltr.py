@@ -949,7 +949,9 @@ def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | 
             f"harness.data.split makes two halves), or drop ltr.train to cross-fit over this dataset's queries."
         )
     feats_a = features_node(exp_a, exp_a.candidate_runs())
-    exp.nodes.extend(n for n in exp_a.nodes if n not in exp.nodes)  # the run's lineage (manifest, gc)
+    # The run's lineage (manifest, gc) holds the training dataset's artifacts; its timings do not.
+    exp.elsewhere.update(n.key for n in exp_a.nodes if n not in exp.nodes)
+    exp.nodes.extend(n for n in exp_a.nodes if n not in exp.nodes)
     keyed = {k: v for k, v in params.items() if k not in ("out_k", "nested", "allow_identifying")}
     environment = {"stage": MODEL_VERSION, "lightgbm": env.version("lightgbm")}
     model = Artifact("ltr_model", keyed, (feats_a, exp_a.qrels_node), environment)
