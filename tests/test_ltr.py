@@ -150,20 +150,26 @@ def synthetic(n_queries=30, n_cands=40, seed=0, deep=False):
     return pd.DataFrame(rows), pd.DataFrame(pos)
 
 
+def reshuffled(pos: pd.DataFrame, which: int, seed: int):
+    """Other positives for the queries of fold ``which`` (same count and domains, so the folds stay
+    the same: checked). Returns the folds, that fold's queries and the new judgments."""
+    fold = ltr.folds_of(pos, PARAMS["folds"], PARAMS["seed"])
+    members = set(fold.index[fold == which])
+    rng = np.random.default_rng(seed)
+    shuffled = pos.copy()
+    mask = shuffled["query_id"].isin(members)
+    shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False)]
+    assert ltr.folds_of(shuffled, PARAMS["folds"], PARAMS["seed"]).equals(fold)
+    return fold, members, shuffled
+
+
 def test_a_held_folds_judgments_never_change_its_ranking():
     """What cross-fitting guarantees, exactly: *given the folds*, a held fold's judgments never move
     its ranking. The folds are stratified by which queries have an OUT positive, so the shuffle
     keeps every query's domains (the assertion below checks the folds did not move); a judgment
     that removes a query's only OUT positive could move other queries between folds."""
     feats, pos = synthetic()
-    fold = ltr.folds_of(pos, PARAMS["folds"], PARAMS["seed"])
-    held = set(fold.index[fold == 0])
-    # Other positives for the held fold's queries (same count and domains, so the folds stay the same).
-    rng = np.random.default_rng(1)
-    shuffled = pos.copy()
-    mask = shuffled["query_id"].isin(held)
-    shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False) % 40]
-    assert ltr.folds_of(shuffled, PARAMS["folds"], PARAMS["seed"]).equals(fold)
+    _, held, shuffled = reshuffled(pos, 0, seed=1)
 
     before, _, _, _ = ltr.learned_run(feats, pos, PARAMS)
     after, _, _, _ = ltr.learned_run(feats, shuffled, PARAMS)
@@ -194,13 +200,7 @@ def test_nested_scores_never_see_the_outer_folds_judgments():
     """For outer fold f, the nested rankings of the other folds come from models trained without
     f: shuffling f's judgments (folds kept) leaves them unchanged, and f's own queries are absent."""
     feats, pos = synthetic()
-    fold = ltr.folds_of(pos, PARAMS["folds"], PARAMS["seed"])
-    outer = set(fold.index[fold == 1])
-    rng = np.random.default_rng(5)
-    shuffled = pos.copy()
-    mask = shuffled["query_id"].isin(outer)
-    shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False)]
-    assert ltr.folds_of(shuffled, PARAMS["folds"], PARAMS["seed"]).equals(fold)
+    fold, outer, shuffled = reshuffled(pos, 1, seed=5)
     _, _, _, a = ltr.learned_run(feats, pos, PARAMS, nested=True)
     _, _, _, b = ltr.learned_run(feats, shuffled, PARAMS, nested=True)
     assert not set(a.loc[a["outer_fold"] == 1, "query_id"]) & outer
@@ -438,11 +438,7 @@ def test_class_pair_rates_keep_a_held_folds_judgments_out_of_its_ranking():
     )
     docs = ltr.side_table(feats["doc_id"].unique(), {d: [rng.choice(codes)] for d in feats["doc_id"].unique()}, None)
     params = {**PARAMS, "features": ["ipcpair", "run"]}
-    fold = ltr.folds_of(pos, params["folds"], params["seed"])
-    held = set(fold.index[fold == 0])
-    shuffled = pos.copy()
-    mask = shuffled["query_id"].isin(held)
-    shuffled.loc[mask, "doc_id"] = [f"d{j:03d}" for j in rng.choice(40, mask.sum(), replace=False)]
+    _, held, shuffled = reshuffled(pos, 0, seed=2)
     a, _, imp, _ = ltr.learned_run(feats, pos, params, queries, docs)
     b, _, _, _ = ltr.learned_run(feats, shuffled, params, queries, docs)
     assert "pair_ipc3_pos_max" in set(imp["feature"]) and set(imp["family"]) == {"ipcpair", "run"}
