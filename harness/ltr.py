@@ -103,8 +103,8 @@ FAMILIES = ("run", "domain", "ipc", "ipcpair", "doc", "doclen", "prior")
 # Families whose values belong to the candidate document: identity-checked.
 DOCUMENT_FAMILIES = ("domain", "ipc", "ipcpair", "doc", "doclen")
 IDENTIFYING = ("doclen",)  # precise per-document values: refused before anything runs unless allowed
-SHORT = {"run": "r", "domain": "o", "ipc": "i", "ipcpair": "c", "doc": "d", "doclen": "L", "prior": "p"}
-PAIR_SMOOTHING = 20.0  # pseudo-rows at the overall rate: a class pair seen in few rows says little  # run tags
+SHORT = {"run": "r", "domain": "o", "ipc": "i", "ipcpair": "c", "doc": "d", "doclen": "L", "prior": "p"}  # run tags
+PAIR_SMOOTHING = 20.0  # pseudo-rows at the overall rate: a class pair seen in few rows says little
 ALPHA = 0.05  # identity check: Holm-corrected over every family and subset
 REPLICATES = 2  # identity check: draws of the permuted and of the redrawn copy, averaged per query
 
@@ -245,11 +245,21 @@ def side_table(ids, ipc3: dict, full: dict | None, words: dict | None = None) ->
 
 
 def document_features(cands: pd.DataFrame, queries: pd.DataFrame, docs: pd.DataFrame, families) -> pd.DataFrame:
-    """The columns of the families that read the candidate document (``ipc``, ``doc``, ``doclen``),
-    from the side tables of :func:`side_table`; row order of ``cands``."""
+    """The columns of the families that read the candidate document (``domain``, ``ipc``, ``doc``,
+    ``doclen``), from the side tables of :func:`side_table`; row order of ``cands``."""
     parts = []
+    f = None
+    if "domain" in families or "ipc" in families:
+        full = queries["ipc_full"].notna().any() and docs["ipc_full"].notna().any()
+        f = ipc_features(
+            cands,
+            queries["ipc3"].to_dict(),
+            docs["ipc3"].to_dict(),
+            queries["ipc_full"].to_dict() if full else None,
+            docs["ipc_full"].to_dict() if full else None,
+        )
     if "domain" in families:  # only whether the pair shares a class, a section: what IN / OUT means
-        f = ipc_features(cands, queries["ipc3"].to_dict(), docs["ipc3"].to_dict())
+        assert f is not None
         parts.append(
             pd.DataFrame(
                 {
@@ -259,11 +269,7 @@ def document_features(cands: pd.DataFrame, queries: pd.DataFrame, docs: pd.DataF
             ).astype(float)
         )
     if "ipc" in families:
-        q3, d3 = queries["ipc3"].to_dict(), docs["ipc3"].to_dict()
-        full = queries["ipc_full"].notna().any() and docs["ipc_full"].notna().any()
-        qfull = queries["ipc_full"].to_dict() if full else None
-        dfull = docs["ipc_full"].to_dict() if full else None
-        parts.append(ipc_features(cands, q3, d3, qfull, dfull))
+        parts.append(f)
     words = cands["doc_id"].map(docs["words"]).to_numpy(float) if "words" in docs else None
     if "doc" in families and words is not None:  # log2 buckets: 1, 2, 3-4, 5-8, ... words
         parts.append(pd.DataFrame({"doc_len_log2": np.ceil(np.log2(np.maximum(words, 1.0)))}))
@@ -298,6 +304,9 @@ class PairStats:
                         key.append(f"{x}>{z}")
             keys, inverse = np.unique(np.array(key, dtype=object), return_inverse=True)
             self.pairs[level] = (np.array(row, int), inverse.astype(int), pd.Index(keys))
+        self.names = [
+            f"pair_{lv}_{what}_{agg}" for lv in self.LEVELS for what in ("pos", "out") for agg in ("max", "mean")
+        ]
 
     def rates(self, learn: np.ndarray) -> dict:
         """``{(level, what): Series of smoothed rates by class pair}`` and the overall rates, learned
@@ -362,13 +371,19 @@ def feature_columns(table: pd.DataFrame, families) -> list[str]:
     return [c for c in table.columns if c not in ("query_id", "doc_id") and family_of(c) in families]
 
 
+def cycle(ids: np.ndarray, rng: np.random.Generator) -> dict:
+    """Each id's stand-in: the ids in a random order, each standing for the one before it (a cycle:
+    no id stands for itself)."""
+    order = rng.permutation(len(ids))
+    return dict(zip(ids[order], ids[np.roll(order, -1)]))
+
+
 def permuted(docs: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Each document gets another document's values: the ids in a random order, each taking the
-    values of the next one (a cycle: no document keeps its own)."""
-    order = np.random.default_rng(seed).permutation(len(docs))
-    out = docs.iloc[np.roll(order, -1)].copy()
-    out.index = docs.index[order]
-    return out.sort_index()
+    """Each document gets another document's values, its stand-in's in :func:`cycle`."""
+    stand = cycle(docs.index.to_numpy(), np.random.default_rng(seed))
+    out = docs.loc[[stand[d] for d in docs.index]].copy()
+    out.index = docs.index
+    return out
 
 
 def labels(cands: pd.DataFrame, positives: pd.DataFrame) -> np.ndarray:
@@ -400,8 +415,7 @@ def fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, params: dict):
     """One LambdaRank model over the rows of ``x`` (grouped by ``qids``, in order)."""
     import lightgbm as lgb
 
-    if x.shape[1] == 0:  # no feature left (an ablation of everything): one constant column
-        x = pd.DataFrame({"none": np.zeros(len(x))}, index=x.index)
+    x = _some_column(x)
     order = np.argsort(qids.to_numpy(), kind="stable")
     q = qids.to_numpy()[order]
     _, sizes = np.unique(q, return_counts=True)  # sorted ids: groups in order
@@ -410,10 +424,13 @@ def fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, params: dict):
     return model
 
 
+def _some_column(x: pd.DataFrame) -> pd.DataFrame:
+    """``x``, or one constant column where no feature is left (an ablation of everything)."""
+    return x if x.shape[1] else pd.DataFrame({"none": np.zeros(len(x))}, index=x.index)
+
+
 def _predict(model, x: pd.DataFrame) -> np.ndarray:
-    if x.shape[1] == 0:
-        x = pd.DataFrame({"none": np.zeros(len(x))}, index=x.index)
-    return model.predict(x)
+    return model.predict(_some_column(x))
 
 
 def _fold_of_rows(qids: pd.Series, fold: pd.Series) -> np.ndarray:
@@ -538,7 +555,7 @@ def learned_run(
     y = labels(table, positives)
     extra = learned_columns(table, queries, docs, y, params["features"])
     scores, models = cross_fit(table[cols], y, table["query_id"], fold, params, extra)
-    cols = cols + (list(extra(np.zeros(len(table), bool)).columns) if extra is not None else [])
+    cols = cols + (extra.names if extra is not None else [])
     run = pd.DataFrame({"query_id": table["query_id"], "doc_id": table["doc_id"], "score": scores})
     inner = None
     if nested:
@@ -571,12 +588,17 @@ def apply_model(booster, table: pd.DataFrame, k: int) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- identity check (pure)
 def _held_ndcg(
-    table: pd.DataFrame, cols: list[str], positives: pd.DataFrame, fold: pd.Series, params: dict, extra=None
+    table: pd.DataFrame,
+    cols: list[str],
+    y: np.ndarray,
+    positives: pd.DataFrame,
+    fold: pd.Series,
+    params: dict,
+    extra=None,
 ) -> dict:
     from .data.qrels import subset
     from .evaluate import per_query
 
-    y = labels(table, positives)
     scores, _ = cross_fit(table[cols], y, table["query_id"], fold, params, extra)
     run = top_k(
         pd.DataFrame({"query_id": table["query_id"], "doc_id": table["doc_id"], "score": scores}), params["out_k"]
@@ -622,15 +644,14 @@ def identity_check(
     cols = feature_columns(table, params["features"])
     y = labels(table, positives)
     extra = learned_columns(table, queries, docs, y, params["features"])
-    real = _held_ndcg(table, cols, positives, fold, params, extra)
+    real = _held_ndcg(table, cols, y, positives, fold, params, extra)
     out["real"] = {s: float(v.mean()) for s, v in real.items()}
     ids = docs.index.to_numpy()
     draws = []
     for r in range(REPLICATES):  # (each document's stand-in, each row's stand-in)
         rng = np.random.default_rng(seed + r)
-        order = rng.permutation(len(ids))
-        cycle = dict(zip(ids[order], ids[np.roll(order, -1)]))  # as permuted(): no document keeps its own
-        draws.append((table["doc_id"].map(cycle).to_numpy(), rng.choice(ids, len(table))))
+        per_doc = table["doc_id"].map(cycle(ids, rng)).to_numpy()
+        draws.append((per_doc, rng.choice(ids, len(table))))
     tests = []
 
     def mean_of(results: list[dict]) -> dict:
@@ -646,17 +667,17 @@ def identity_check(
             for arm, doc_ids in ((moved_arms, per_doc), (redrawn_arms, per_row)):
                 if fam == "ipcpair":  # learned in-fold from the stand-ins' codes
                     stats = PairStats(stand_in(doc_ids), queries, docs, y)
-                    arm.append(_held_ndcg(table, cols, positives, fold, params, stats))
+                    arm.append(_held_ndcg(table, cols, y, positives, fold, params, stats))
                 else:
                     own = [c for c in cols if family_of(c) == fam]
                     t = table.copy()
                     t[own] = document_features(stand_in(doc_ids), queries, docs, [fam])[own].to_numpy()
-                    arm.append(_held_ndcg(t, cols, positives, fold, params, extra))
+                    arm.append(_held_ndcg(t, cols, y, positives, fold, params, extra))
         keep = [c for c in cols if family_of(c) != fam]
         arms = {
             "permuted": mean_of(moved_arms),
             "redrawn": mean_of(redrawn_arms),
-            "without": _held_ndcg(table, keep, positives, fold, params, None if fam == "ipcpair" else extra),
+            "without": _held_ndcg(table, keep, y, positives, fold, params, None if fam == "ipcpair" else extra),
         }
         entry: dict = {arm: {s: float(v.mean()) for s, v in a.items()} for arm, a in arms.items()}
         entry.update({"delta": {}, "p": {}})
@@ -715,15 +736,24 @@ def read_prior(path: str | Path, scored_queries) -> tuple[dict, str]:
         p = p / "qrels_all.parquet"
     if not p.exists():
         raise ConfigError(f"ltr.prior={path}: no such file. Fix: a TREC qrels file or a DAPFAM qrels_all.parquet.")
-    if p.suffix == ".parquet":
-        raw = pd.read_parquet(p)
-        q = raw.rename(columns={"relevant_id": "doc_id", "relevance_score": "relevance"})
-    else:
-        q = pd.read_csv(p, sep=r"\s+", header=None, names=["query_id", "iter", "doc_id", "relevance"], dtype=str)
+    try:
+        if p.suffix == ".parquet":
+            q = pd.read_parquet(p).rename(columns={"relevant_id": "doc_id", "relevance_score": "relevance"})
+        else:
+            q = pd.read_csv(p, sep=r"\s+", header=None, names=["query_id", "iter", "doc_id", "relevance"], dtype=str)
+    except (ValueError, OSError) as e:  # pandas' EmptyDataError and ParserError are ValueErrors
+        raise ConfigError(
+            f"ltr.prior={path}: cannot be read ({e}). Fix: a TREC qrels file or DAPFAM's qrels."
+        ) from None
     missing = [c for c in ("query_id", "doc_id", "relevance") if c not in q.columns]
     if missing:
         raise ConfigError(f"ltr.prior={path}: lacks columns {missing}. Fix: a TREC qrels file or DAPFAM's qrels.")
     q = q[pd.to_numeric(q["relevance"], errors="coerce").fillna(0) > 0].astype({"query_id": str, "doc_id": str})
+    if q.empty:
+        raise ConfigError(
+            f"ltr.prior={path}: no positive judgment, so the prior would be 0 for every document. Fix: qrels "
+            f"with relevant pairs (relevance > 0)."
+        )
     overlap = sorted(set(q["query_id"]) & {str(x) for x in scored_queries})
     if overlap:
         raise ConfigError(
@@ -964,9 +994,9 @@ def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | 
         extra = learned_columns(table, q, d, y, params["features"])
         x = table[cols]
         if extra is not None:  # class-pair rates: each training row's from the other folds of A
-            fold_a = folds_of(ds_a.positives, params.get("folds", 5), params["seed"])
-            x = with_learned(x, extra, _fold_of_rows(table["query_id"], fold_a), set())
-            rates = extra.rates(~np.isnan(_fold_of_rows(table["query_id"], fold_a)))  # all of A, for B
+            rows = _fold_of_rows(table["query_id"], folds_of(ds_a.positives, params["folds"], params["seed"]))
+            x = with_learned(x, extra, rows, set())
+            rates = extra.rates(~np.isnan(rows))  # all of A's judged rows, for B
             pd.to_pickle(rates, tmp / "pair_rates.pkl")
         m = fit(x, y, table["query_id"], params)
         m.booster_.save_model(str(tmp / "model.txt"))

@@ -459,3 +459,18 @@ def test_training_on_the_scored_dataset_cross_fits_and_on_its_queries_is_refused
     half, _ = split(tiny_folder, tmp_path / "halves", 0.5, seed=1)  # half of the scored queries
     with pytest.raises(ltr.IdentifyingFeature, match=r"judgments cover \d+ of the queries scored here.*split"):
         execute(cfg_factory(*args, *here, f"ltr.train={half}", tiny=False))
+
+
+def test_a_prior_file_that_is_empty_unreadable_or_without_positives_is_refused(tmp_path):
+    empty = tmp_path / "empty.qrels"
+    empty.write_text("")
+    with pytest.raises(ConfigError, match=r"ltr.prior=.*empty.qrels: no positive judgment"):
+        ltr.read_prior(empty, ["q1"])
+    broken = tmp_path / "qrels.parquet"
+    broken.write_text("not parquet")
+    with pytest.raises(ConfigError, match=r"ltr.prior=.*qrels.parquet: cannot be read"):
+        ltr.read_prior(broken, ["q1"])
+    zeros = tmp_path / "zeros.qrels"
+    zeros.write_text("t1 0 d1 0\nt2 0 d2 0\n")
+    with pytest.raises(ConfigError, match=r"no positive judgment"):
+        ltr.read_prior(zeros, ["q1"])
