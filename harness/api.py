@@ -56,7 +56,14 @@ def sweep(name: str = "default", *overrides: str) -> pd.DataFrame:
     if code != 0:
         raise RuntimeError(f"sweep {name}: exit status {code} (the messages above say why)")
     root = Path(compose(None, *[o for o in overrides if "=" in o and not o.startswith(("sweep=", "launcher="))]).root)
-    return pd.read_csv(root.resolve() / "runs" / "report" / Path(name).stem / "results.csv")
+    df = pd.read_csv(root.resolve() / "runs" / "report" / Path(name).stem / "results.csv")
+    return _located(df, root.resolve() / "runs" / "results.jsonl")
+
+
+def _located(df: pd.DataFrame, results_file: Path) -> pd.DataFrame:
+    """A report frame whose rows know their results table: ``run_table``, ``per_query``,
+    ``dataset`` and ``qrels`` then find their files under that root, not under ``$HARNESS_ROOT``."""
+    return df.assign(results_file=str(Path(results_file).resolve()))
 
 
 def _row(row) -> dict:
@@ -65,11 +72,31 @@ def _row(row) -> dict:
 
 def _results(row: dict) -> Path:
     """The results table the row belongs to (``<root>/runs/results.jsonl``): its files are found
-    relative to it, as the command line finds them."""
+    relative to it, as the command line finds them. Rows of :func:`sweep` and :func:`results` name
+    it (``results_file``); rows of :func:`run` carry their config's root."""
     from .store import default_root
 
+    if isinstance(row.get("results_file"), str):
+        return Path(row["results_file"])
     root = (row.get("config") or {}).get("root")
     return Path(root or default_root()).resolve() / "runs" / "results.jsonl"
+
+
+def _config(row: dict) -> dict:
+    """The row's full config: its own, or its record's in the results table it came from (report
+    frames leave the config out)."""
+    if isinstance(row.get("config"), dict):
+        return row["config"]
+    from .results import read_rows
+
+    where = _results(row)
+    for rec in read_rows(where):
+        if rec.get("scores_key") == row.get("scores_key"):
+            return rec["config"]
+    raise LookupError(
+        f"no row with scores_key {row.get('scores_key')!r} in {where}. Fix: pass a row of api.run(), "
+        f"api.sweep() or api.results(root) of the root it was run under."
+    )
 
 
 def run_table(row) -> pd.DataFrame:
@@ -97,7 +124,7 @@ def dataset(row):
     from . import data
 
     r = _row(row)
-    return data.load(OmegaConf.create(r["config"]["dataset"]), _results(r).parent.parent)
+    return data.load(OmegaConf.create(_config(r)["dataset"]), _results(r).parent.parent)
 
 
 def qrels(row, subset: str = "ALL") -> pd.DataFrame:
@@ -112,4 +139,5 @@ def results(root: str | Path | None = None) -> pd.DataFrame:
     from .results import read_rows
     from .store import default_root
 
-    return results_frame(read_rows(Path(root or default_root()) / "runs" / "results.jsonl"))
+    where = Path(root or default_root()) / "runs" / "results.jsonl"
+    return _located(results_frame(read_rows(where)), where)

@@ -24,7 +24,10 @@ Jinja2 template ``templates/report.html.j2``.
 from __future__ import annotations
 
 import base64
+import hashlib
+import html
 import json
+import re
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -141,6 +144,7 @@ def domain_figure(df: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ds, metric
     a = df.sort_values(f"{metric}/ALL", ascending=False, kind="mergesort").iloc[0]
     b = df.sort_values(f"{metric}/OUT", ascending=False, kind="mergesort").iloc[0]
     names = (f"A: {a['tag']}", f"B: {b['tag']}")
+    shown = tuple(plotly_text(n) for n in names)
     if a["scores_key"] not in runs or b["scores_key"] not in runs:
         return None
     table = pair_table(
@@ -160,8 +164,8 @@ def domain_figure(df: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ds, metric
     fig = go.Figure(
         go.Heatmap(
             z=grid.to_numpy(float),
-            x=list(grid.columns),
-            y=list(grid.index),
+            x=[plotly_text(c) for c in grid.columns],
+            y=[plotly_text(i) for i in grid.index],
             text=text,
             texttemplate="%{text}",
             customdata=custom,
@@ -172,7 +176,7 @@ def domain_figure(df: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ds, metric
         )
     )
     fig.update_layout(
-        title=f"R@100 OUT gain by domain pair (cell text: OUT positives)<br><sup>{names[0]}<br>{names[1]}</sup>",
+        title=f"R@100 OUT gain by domain pair (cell text: OUT positives)<br><sup>{shown[0]}<br>{shown[1]}</sup>",
         xaxis_title="target section",
         yaxis_title="query section",
         height=480,
@@ -197,9 +201,9 @@ def in_out_figure(df: pd.DataFrame, metric: str) -> str:
                 x=sel[f"{metric}/IN"],
                 y=sel[f"{metric}/OUT"],
                 mode="markers",
-                name=name,
+                name=plotly_text(name),
                 customdata=list(sel.index),
-                text=sel["tag"],
+                text=[plotly_text(t) for t in sel["tag"]],
                 hovertemplate="%{text}<br>IN %{x:.4f}<br>OUT %{y:.4f}<extra></extra>",
             )
         )
@@ -233,23 +237,65 @@ def _datatables() -> tuple[str, str]:
     return base64.b64encode(js).decode("ascii"), (folder / "dt_bundle.css").read_text(encoding="utf-8")
 
 
+def plotly_text(value) -> str:
+    """A value from the data or the config as Plotly text: Plotly reads labels, legends and
+    titles as its own subset of HTML (``<br>``, ``<b>``, links), so markup in a tag would be
+    rendered; escaped, it shows as written (Plotly decodes the entities)."""
+    return html.escape(str(value), quote=True)
+
+
+def script_json(data) -> str:
+    """JSON for a ``<script type="application/json">`` element that no byte sequence of the data
+    can close or comment out: ``<``, ``>`` and ``&`` are written as ``\\u`` escapes (as Django's
+    ``json_script`` does), so ``</script>`` and ``<!--`` never appear; JSON.parse reads them back."""
+    text = json.dumps(data, ensure_ascii=False, allow_nan=False)
+    for c in "<>&\u2028\u2029":
+        text = text.replace(c, f"\\u{ord(c):04x}")
+    return text
+
+
+_SCRIPT = re.compile(r"<script(\s[^>]*)?>(.*?)</script>", re.S | re.I)
+
+
+def content_security_policy(page: str) -> str:
+    """The page's Content-Security-Policy: only its own inline scripts run (by their SHA-256), with
+    the DataTables module they load from a blob; no inline event handler, no eval, no network. A
+    script that markup from the data managed to inject would not run."""
+    hashes = []
+    for attrs, body in _SCRIPT.findall(page):
+        if "application/json" in (attrs or ""):
+            continue  # data, never executed
+        digest = base64.b64encode(hashlib.sha256(body.encode("utf-8")).digest()).decode("ascii")
+        hashes.append(f"'sha256-{digest}'")
+    return (
+        "default-src 'none'; "
+        f"script-src {' '.join(sorted(set(hashes)))} blob:; "
+        "style-src 'unsafe-inline'; img-src data: blob:; font-src data:; "
+        "base-uri 'none'; form-action 'none'"
+    )
+
+
 def render(data: dict, inout_html: str, domains_html: str | None, name: str, where: str) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("harness", "templates"), autoescape=select_autoescape(["html", "j2"]))
     dt_js, dt_css = _datatables()
-    payload = json.dumps(data, ensure_ascii=False, allow_nan=False).replace("</", "<\\/")
-    return env.get_template("report.html.j2").render(
+    fields = dict(
         name=name,
         where=where,
         n=len(data["rows"]),
         metric=data["metric"],
-        data_json=payload,
+        data_json=script_json(data),
         dt_js_b64=dt_js,
         dt_css=dt_css,
         inout_html=inout_html,
         domains_html=domains_html,
     )
+    template = env.get_template("report.html.j2")
+    # The policy names the scripts' hashes, and it sits in <head> outside every script: render
+    # once to read the scripts, then again with the policy (the scripts are the same bytes).
+    page = template.render(csp="", **fields)
+    return template.render(csp=content_security_policy(page), **fields)
 
 
 def write_page(

@@ -15,7 +15,7 @@ import sys
 
 import pandas as pd
 import pytest
-from conftest import ROOT, tiny_overrides
+from conftest import ROOT, TINY_ENCODER, tiny_overrides
 
 from harness.report_page import command, judged_marks, page_data, per_query_scores, top_lists
 
@@ -117,7 +117,7 @@ def swept(tmp_path_factory):
 def test_api_sweep_returns_the_report_table(swept):
     base, df = swept
     csv = pd.read_csv(base / "root" / "runs" / "report" / "small" / "results.csv")
-    pd.testing.assert_frame_equal(df, csv)
+    pd.testing.assert_frame_equal(df.drop(columns="results_file"), csv)  # rows that know their root
     assert len(df) == 4 and df["command"].str.startswith("python -m harness.run +experiment=").all()
     assert (base / "root" / "runs" / "report" / "small" / "index.html").stat().st_size > 0
 
@@ -222,4 +222,138 @@ def test_the_page_in_a_real_browser(swept, tmp_path):
         finally:
             browser.close()
     assert (tmp_path / "report.png").stat().st_size > 0
+    assert problems == []
+
+
+# ---- a page no dataset can script ---------------------------------------------------------------
+# Every string below is data: ids (no white space, no '#', as ids must be), texts, a name and a
+# folder. Each would run script, inject an element, or close / comment out the page's data if it
+# reached the page as markup.
+HOSTILE_IDS = [
+    "<img/src/onerror=alert(5)>",
+    "<svg/onload=alert(6)>",
+    "</script><script>alert(7)</script>",
+    "<!--<script>",
+    "q\"'\\&amp;é中",
+]
+HOSTILE_TEXT = (
+    "<script>alert(8)</script> </script> <!--<script> <img src=x onerror=alert(9)> "
+    "<svg onload=alert(10)></svg> <iframe srcdoc='<script>alert(11)</script>'></iframe> \" ' \\ &amp; &lt; é ü 中"
+)
+HOSTILE_NAME = "<img src=x onerror=alert(12)>&amp;<!--<script>"
+HOSTILE_SWEEP = """
+blocks:
+  single:
+    +experiment: doc_bm25
+    query_fields: TA,T
+    target_fields: TA
+    name: '"{name}"'
+  reranked:
+    +experiment: doc_bm25
+    query_fields: TA
+    target_fields: TA
+    rerank: ipc3_disjoint
+    rerank.weight: 0.1
+"""
+
+
+def hostile_folder(folder):
+    """The tiny set with hostile query and document ids, titles, abstracts and keywords."""
+    from harness.data import schema as S
+
+    q = pd.read_parquet(folder / "queries.parquet")
+    c = pd.read_parquet(folder / "corpus.parquet")
+    r = pd.read_parquet(folder / "qrels_all.parquet")
+    qmap = {old: f"{new}{i}" for i, (old, new) in enumerate(zip(q[S.QUERY_ID], HOSTILE_IDS))}
+    positives = list(dict.fromkeys(r[r[S.QUERY_ID].isin(qmap)][S.DOC_ID]))  # documents the page shows
+    dmap = {old: f"d{new}{i}" for i, (old, new) in enumerate(zip(positives, HOSTILE_IDS * 3))}
+    q[S.QUERY_ID] = q[S.QUERY_ID].replace(qmap)
+    c[S.DOC_ID] = c[S.DOC_ID].replace(dmap)
+    r[S.QUERY_ID] = r[S.QUERY_ID].replace(qmap)
+    r[S.DOC_ID] = r[S.DOC_ID].replace(dmap)
+    for frame in (q, c):
+        hit = frame.index[:8]
+        frame.loc[hit, S.TITLE] = frame.loc[hit, S.TITLE].astype(str) + " " + HOSTILE_TEXT
+        frame.loc[hit, S.ABSTRACT] = HOSTILE_TEXT + " " + frame.loc[hit, S.ABSTRACT].astype(str)
+    q[S.KEYWORDS] = q[S.KEYWORDS].astype(str) + " <b>kw</b>&amp;"
+    q.to_parquet(folder / "queries.parquet", index=False)
+    c.to_parquet(folder / "corpus.parquet", index=False)
+    r.to_parquet(folder / "qrels_all.parquet", index=False)
+    return set(qmap.values())
+
+
+def test_page_json_and_policy_by_hand():
+    from harness.report_page import content_security_policy, script_json
+
+    text = script_json({"a": "</script><!--<script>&amp;\u2028"})
+    assert "<" not in text and ">" not in text and "&" not in text
+    assert json.loads(text) == {"a": "</script><!--<script>&amp;\u2028"}
+    page = '<script>ok()</script><script type="application/json">{"x":1}</script><script type="module">m()</script>'
+    policy = content_security_policy(page)
+    assert policy.count("'sha256-") == 2 and "unsafe-inline" not in policy.split("style-src")[0]
+
+
+@pytest.mark.slow
+def test_a_hostile_dataset_and_config_script_nothing(tmp_path, tiny_folder):
+    if CHROMIUM is None:
+        pytest.skip("no chromium executable (Debian: apt-get install chromium; .ci/run installs it as root)")
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency (make install)")
+    from harness import api
+
+    folder = tmp_path / "data <svg onload=alert(13)> &amp; é"
+    tiny_folder.rename(folder)
+    qids = hostile_folder(folder)
+    sweep_file = tmp_path / "h<!--<script>.yaml"
+    sweep_file.write_text(HOSTILE_SWEEP.replace("{name}", HOSTILE_NAME))
+    df = api.sweep(
+        str(sweep_file), f"root={tmp_path / 'root'}", "dataset=local", f"dataset.path='{folder}'", *TINY_ENCODER
+    )
+    assert len(df) == 3 and (df["experiment"] == HOSTILE_NAME).sum() == 2
+    page_path = tmp_path / "root" / "runs" / "report" / sweep_file.stem / "index.html"
+    html_text = page_path.read_text()
+    assert "<img src=x" not in html_text and "alert(8)" not in html_text.split("<body>")[0]
+
+    dialogs: list[str] = []
+    problems: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+            page.on("pageerror", lambda e: problems.append(str(e)))
+            page.goto(page_path.as_uri())
+            page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+            assert page.title() == f"Sweep {sweep_file.stem}: 3 experiments"
+            assert page.locator("#results tbody tr").count() == len(df)
+            cells = page.locator("#results tbody td").all_inner_texts()
+            assert HOSTILE_NAME in cells  # shown as written
+            # the search index holds the text as written, too
+            page.fill("#results_wrapper input[type='search']", "onerror=alert(12)")
+            assert page.locator("#results tbody tr").count() == 2
+            page.fill("#results_wrapper input[type='search']", "")
+            # every query of the per-query view, each hostile id shown as text
+            pq = page.locator("#perquery")
+            page.select_option("#perquery_wrapper select", "100")
+            shown = set(pq.locator("tbody tr td:first-child").all_inner_texts())
+            assert qids <= shown and len(shown) == len(set(api.per_query(df.iloc[0])["query_id"]))
+            for q in sorted(qids):
+                page.evaluate("q => window.showQuery(q)", q)
+                assert page.locator("#pq-title").inner_text().startswith(q + ":")
+                assert page.locator("#pq-topA li").count() == 10
+            box = page.locator("#inout-plot .scatterlayer .point").first.bounding_box()
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # the hover label
+            page.wait_for_selector("#inout-plot .hoverlayer .hovertext")
+            hover = page.locator("#inout-plot .hoverlayer").text_content()
+            assert any(t in hover for t in df["tag"]), hover  # the tag as written
+            # nothing from the data became an element or a handler
+            injected = page.evaluate(
+                """() => [...document.querySelectorAll('*')].filter(e =>
+                    ['IMG', 'IFRAME'].includes(e.tagName) || (e.tagName === 'B' && e.textContent === 'kw')
+                    || (e.tagName === 'SCRIPT' && e.type !== 'application/json' && e.textContent.includes('alert('))
+                    || [...e.attributes].some(a => a.name.startsWith('on'))).map(e => e.outerHTML.slice(0, 80))"""
+            )
+        finally:
+            browser.close()
+    assert dialogs == [] and injected == [], (dialogs, injected)
     assert problems == []
