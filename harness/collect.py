@@ -1,40 +1,60 @@
-"""Garbage collection of the artifact store: what no current key reaches.
+"""Garbage collection of the artifact store: what nothing uses and no current key reaches.
 
 A key sees the code and software that made an artifact (:mod:`harness.env`), so after an upgrade
 (or a corpus, query or qrels edit) the old indexes, embeddings and runs are no longer reused, and
-would stay on disk unseen. Here, the *current* keys are those the installed harness computes, on
-the data as it is now, for:
+would stay on disk unseen. gc lists them, and deletes them only when asked (``--yes``). It never
+deletes what is used:
 
-* every experiment of the results table (``runs/results.jsonl``): its recorded config is planned
-  again (``plan=True``: nothing is built), and
-* every experiment of the sweeps named on the command line (``sweep=NAME``, with the sweep's own
-  overrides), so that the artifacts of a sweep still under way are kept.
+* **what a results row or a report names**: a row's scores and run file, and every artifact they
+  were built from (``meta.json`` parents, recursively), for every row of the results table
+  (``results=``, default ``runs/results.jsonl`` under the root) and every report under
+  ``runs/report/``, while the row is there. ``--drop-stale`` also removes the rows whose
+  configuration the installed harness would now compute under another key (with the reports
+  that show them), so that their artifacts can go and nothing points to a deleted file;
+* **what is current**: each row's config planned again (``plan=True``: nothing is built), and the
+  sweeps named on the command line (``sweep=NAME`` with the sweep's own overrides);
+* **what a running process uses**: every artifact a live process has built or reused in this
+  root is in its lease (:class:`harness.store.Lease`); gc deletes under the key's lock after
+  reading the leases, and a process passes through that lock before it reuses an artifact;
+* **what the store did not write**: only folders with the store's ``meta.json`` (its kind and key
+  those of the folder) are artifacts; anything else under ``indexes/`` or ``runs/`` is listed as
+  left alone.
 
-Every artifact folder under ``indexes/<kind>/`` and ``runs/<kind>/`` that none of them reaches is
-unreachable. A results row whose dataset cannot be loaded any more (a folder moved away) cannot be
-planned again: the artifacts its scores recorded (``meta.json`` parents, recursively) are kept and
-the row is named, so nothing is deleted because of a missing disk.
+A missing or unreadable results table makes gc refuse rather than take every artifact for garbage.
 
-    python -m harness.store gc --dry-run              # list unreachable artifacts and sizes
-    python -m harness.store gc                        # delete them
-    python -m harness.store gc --dry-run sweep=paper  # also keep what the paper sweep would use
+    python -m harness.store gc                        # list what would go, with sizes
+    python -m harness.store gc --yes                  # delete it
+    python -m harness.store gc sweep=paper            # also keep what the paper sweep would use
+    python -m harness.store gc --drop-stale --yes     # also drop rows the harness would re-key
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from omegaconf import OmegaConf
 
-from .store import ROOTS, Store, _size, _tree_bytes
+from .results import ResultsError, drop_rows, read_rows
+from .store import ROOTS, Store, StoreError, _size, _tree_bytes, default_root, live_leases
 
 log = logging.getLogger(__name__)
+
+USAGE = (
+    "usage: python -m harness.store gc [--yes] [--drop-stale] [results=PATH] [sweep=NAME [overrides...]]\n"
+    "  lists the artifacts nothing uses and no current key reaches; --yes deletes them (harness/collect.py)"
+)
+
+
+class GcError(RuntimeError):
+    """gc cannot decide safely; the message names the file or argument and the fix."""
 
 
 @dataclass
@@ -45,63 +65,110 @@ class Garbage:
     bytes: int
 
 
-def on_disk(store: Store) -> dict[str, tuple[str, Path]]:
-    """Every finished or unfinished artifact folder: ``{key: (kind, path)}`` (temporary folders
-    and locks are left to the store's own sweep)."""
-    out = {}
+@dataclass
+class Plan:
+    """What gc found: the garbage, and why the rest stays."""
+
+    garbage: list[Garbage] = field(default_factory=list)
+    unplanned: list[str] = field(default_factory=list)  # rows kept as recorded: they cannot be planned
+    stale: list[dict] = field(default_factory=list)  # rows the installed harness computes under other keys
+    in_use: list[str] = field(default_factory=list)  # unreachable, but a live process uses them
+    foreign: list[Path] = field(default_factory=list)  # folders the store did not write
+    reports: list[Path] = field(default_factory=list)  # reports that show a stale row
+
+
+def on_disk(store: Store) -> tuple[dict[str, tuple[str, Path]], list[Path]]:
+    """The store's finished artifacts ``{key: (kind, path)}`` (a folder with the store's
+    ``meta.json`` whose kind and key are the folder's), and the other folders found there."""
+    artifacts, foreign = {}, []
     for kind, top in ROOTS.items():
         folder = store.root / top / kind
         if not folder.is_dir():
             continue
-        for p in folder.iterdir():
-            if p.is_dir() and not p.name.startswith("."):
-                out[p.name] = (kind, p)
-    return out
+        for p in sorted(folder.iterdir()):
+            if not p.is_dir() or p.name.startswith("."):  # temporary folders: the store's own sweep
+                continue
+            try:
+                meta = json.loads((p / "meta.json").read_text())
+            except (OSError, ValueError):
+                meta = None
+            if isinstance(meta, dict) and meta.get("kind") == kind and meta.get("key") == p.name:
+                artifacts[p.name] = (kind, p)
+            else:
+                foreign.append(p)
+    return artifacts, foreign
 
 
-def recorded(key: str, kinds: dict[str, tuple[str, Path]], seen: set[str]) -> None:
+def recorded(key: str, disk: dict[str, tuple[str, Path]], seen: set[str]) -> None:
     """Add ``key`` and its recorded ancestors (meta.json's parents) to ``seen``."""
-    if key in seen or key not in kinds:
+    if key in seen or key not in disk:
         return
     seen.add(key)
     try:
-        import json
-
-        meta = json.loads((kinds[key][1] / "meta.json").read_text())
+        meta = json.loads((disk[key][1] / "meta.json").read_text())
     except (OSError, ValueError):
         return
     for p in meta.get("parents", []):
-        recorded(p["key"], kinds, seen)
+        recorded(p["key"], disk, seen)
 
 
-def reachable(store: Store, results: Path, sweep_args: Sequence[str] = ()) -> tuple[set[str], list[str]]:
-    """Keys the current code computes for the results table's experiments and the named sweeps,
-    and the rows that could not be planned (whose recorded artifacts are kept instead)."""
+def named_keys(row: dict) -> list[str]:
+    """The artifacts a row names itself: its scores and its run file's artifact."""
+    keys = [str(row.get("scores_key", ""))]
+    if row.get("run_file") and len(Path(str(row["run_file"])).parts) >= 3:
+        keys.append(Path(str(row["run_file"])).parts[-2])
+    return keys
+
+
+def report_keys(store: Store) -> dict[Path, set[str]]:
+    """The scores keys each report under ``runs/report/`` shows (its results.csv)."""
+    out: dict[Path, set[str]] = {}
+    for csv in sorted((store.root / "runs" / "report").glob("*/results.csv")):
+        try:
+            out[csv.parent] = set(pd.read_csv(csv, usecols=["scores_key"], dtype=str)["scores_key"].dropna())
+        except (OSError, ValueError, KeyError):
+            out[csv.parent] = set()
+    return out
+
+
+def read_results(results: Path) -> list[dict]:
+    """The results table, or a refusal: without it every artifact would look unused."""
+    if not results.is_file():
+        raise GcError(
+            f"gc: no results table at {results}: without it every artifact would look unused, so gc "
+            f"deletes nothing. Fix: name the table your runs wrote with results=PATH (relative to the "
+            f"root {results.parent.parent}), or set HARNESS_ROOT to the root they ran under."
+        )
+    try:
+        return read_rows(results)
+    except (ResultsError, OSError) as e:
+        raise GcError(f"gc: {e} gc deletes nothing while the table cannot be read.") from None
+
+
+def current(store: Store, rows: list[dict], sweep_args: Sequence[str]) -> tuple[set[str], dict[str, str], list[str]]:
+    """Keys the installed harness computes for the rows' configs and the named sweeps;
+    ``{recorded scores key: current scores key}`` per row planned; the rows that cannot be planned."""
     from . import data
     from .experiment import Experiment
-    from .results import read_rows
 
     keys: set[str] = set()
-    kept: list[str] = []
-    disk = on_disk(store)
+    now: dict[str, str] = {}
+    unplanned: list[str] = []
     datasets: dict[str, Any] = {}
-    rows = read_rows(results) if results.exists() else []
-    configs: dict[str, dict] = {}
     for row in rows:
-        configs.setdefault(OmegaConf.to_yaml(OmegaConf.create(row["config"])), row)
-    for row in configs.values():
-        cfg = OmegaConf.create(row["config"])
         try:
+            cfg = OmegaConf.create(row["config"])
             dkey = OmegaConf.to_yaml(cfg.dataset)
             if dkey not in datasets:
                 datasets[dkey] = data.load(cfg.dataset, store.root)
                 keys.update(_dataset_folder_keys(store, datasets[dkey]))
             exp = Experiment(cfg, datasets[dkey], store, plan=True)
-            exp.scores()
+            now[row["scores_key"]] = exp.scores().key
             keys.update(n.key for n in exp.nodes)
         except Exception as e:  # noqa: BLE001  (a row that cannot be planned keeps what it recorded)
-            kept.append(f"{row.get('tag', row.get('experiment'))}: {type(e).__name__}: {str(e).splitlines()[0][:160]}")
-            recorded(row.get("scores_key", ""), disk, keys)
+            unplanned.append(
+                f"{row.get('tag', row.get('experiment'))}: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
+            )
     if sweep_args:
         from .sweep import DatasetCache, expand, load_sweep, plan, split_args
 
@@ -111,7 +178,7 @@ def reachable(store: Store, results: Path, sweep_args: Sequence[str] = ()) -> tu
         keys.update(n.key for n in nodes)
         for ds in cache.loaded():
             keys.update(_dataset_folder_keys(store, ds))
-    return keys, kept
+    return keys, now, unplanned
 
 
 def _dataset_folder_keys(store: Store, ds) -> set[str]:
@@ -122,56 +189,125 @@ def _dataset_folder_keys(store: Store, ds) -> set[str]:
     return set()
 
 
-def unreachable(store: Store, keys: set[str]) -> list[Garbage]:
-    return sorted(
-        (
-            Garbage(kind, key, path, _tree_bytes(path))
-            for key, (kind, path) in on_disk(store).items()
-            if key not in keys
-        ),
-        key=lambda g: (g.kind, g.key),
-    )
+def survey(store: Store, results: Path, sweep_args: Sequence[str] = (), drop_stale: bool = False) -> Plan:
+    """What gc would delete and why everything else stays (nothing is changed)."""
+    rows = read_results(results)
+    disk, foreign = on_disk(store)
+    keys, now, unplanned = current(store, rows, sweep_args)
+    stale = [r for r in rows if r["scores_key"] in now and now[r["scores_key"]] != r["scores_key"]]
+    dropped = {r["scores_key"] for r in stale} if drop_stale else set()
+    reports = report_keys(store)
+    gone_reports = [p for p, shown in reports.items() if shown & dropped]
+    keep: set[str] = set(keys)
+    for row in rows:
+        if row["scores_key"] not in dropped:
+            for k in named_keys(row):
+                recorded(k, disk, keep)
+    for p, shown in reports.items():
+        if p not in gone_reports:
+            for k in shown:
+                recorded(k, disk, keep)
+    for k in list(keep):  # what is kept keeps what it was built from
+        recorded(k, disk, keep)
+    leased = live_leases(store.root)
+    plan = Plan(unplanned=unplanned, stale=stale, foreign=foreign, reports=gone_reports)
+    for key, (kind, path) in sorted(disk.items(), key=lambda kv: (kv[1][0], kv[0])):
+        if key in keep:
+            continue
+        if key in leased:
+            plan.in_use.append(f"{kind} {key} (lease {leased[key]})")
+            continue
+        plan.garbage.append(Garbage(kind, key, path, _tree_bytes(path)))
+    return plan
 
 
-def collect(
-    store: Store, results: Path, dry_run: bool = True, sweep_args: Sequence[str] = ()
-) -> tuple[list[Garbage], list[str]]:
-    """The unreachable artifacts (removed unless ``dry_run``) and the rows kept unplanned."""
-    keys, kept = reachable(store, results, sweep_args)
-    garbage = unreachable(store, keys)
-    if not dry_run:
-        for g in garbage:
-            with store.key_lock(g.kind, g.key):  # never under a builder's feet
-                trash = g.path.with_name(f".{g.key}.gc.tmp")
-                g.path.rename(trash)
-                shutil.rmtree(trash, ignore_errors=True)
-    return garbage, kept
+def delete(store: Store, plan: Plan) -> list[Garbage]:
+    """Delete the plan's garbage: each under its key's lock, after reading the leases again
+    there (a process that started using it since the survey keeps it). Returns what was deleted."""
+    done: list[Garbage] = []
+    for g in plan.garbage:
+        with store.key_lock(g.kind, g.key):  # never under a builder's or a reuser's feet
+            if g.key in live_leases(store.root) or not g.path.is_dir():
+                continue
+            trash = g.path.with_name(f".{g.key}.gc.tmp")
+            g.path.rename(trash)
+            shutil.rmtree(trash, ignore_errors=True)
+            done.append(g)
+    return done
+
+
+def drop_stale(plan: Plan, results: Path) -> None:
+    """Remove the stale rows from the results table and the reports that show them (before their
+    artifacts go, so nothing points to a deleted file)."""
+    drop_rows(results, {r["scores_key"] for r in plan.stale})
+    for p in plan.reports:
+        shutil.rmtree(p, ignore_errors=True)
+
+
+def parse(argv: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """gc's flags and ``results=``; the rest are a sweep's arguments. Errors are one line."""
+    opts: dict[str, Any] = {"yes": False, "drop_stale": False, "results": None}
+    rest: list[str] = []
+    for a in argv:
+        if a in ("--yes", "-y"):
+            opts["yes"] = True
+        elif a == "--drop-stale":
+            opts["drop_stale"] = True
+        elif a == "--dry-run":
+            pass  # listing is what gc does without --yes
+        elif a.startswith("-"):
+            raise GcError(
+                f"gc: unknown option {a!r}. Fix: --yes to delete (without it gc only lists), --drop-stale, "
+                f"results=PATH, sweep=NAME with its overrides."
+            )
+        elif a.startswith("results="):
+            opts["results"] = a.split("=", 1)[1]
+        elif "=" in a:
+            rest.append(a)
+        else:
+            raise GcError(
+                f"gc: unknown argument {a!r}. Fix: --yes, --drop-stale, results=PATH, sweep=NAME with its overrides."
+            )
+    if rest and not any(a.startswith("sweep=") for a in rest):
+        raise GcError(f"gc: {rest} are a sweep's overrides, but no sweep=NAME names the sweep. Fix: add sweep=NAME.")
+    return opts, rest
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not argv or argv[0] != "gc":
-        print(
-            "usage: python -m harness.store gc [--dry-run] [sweep=NAME [overrides...]]\n"
-            "  lists (--dry-run) or deletes the artifacts no current key reaches (see harness/collect.py)",
-            file=sys.stderr,
-        )
+        print(USAGE, file=sys.stderr)
         return 2
-    dry = "--dry-run" in argv[1:]
-    rest = [a for a in argv[1:] if a != "--dry-run"]
-    bad = [a for a in rest if "=" not in a]
-    if bad:
-        print(f"gc: unknown argument(s) {bad}. Fix: --dry-run, and sweep=NAME with its overrides.", file=sys.stderr)
+    try:
+        opts, rest = parse(argv[1:])
+        store = Store(default_root())
+        results = store.root / (opts["results"] or "runs/results.jsonl")
+        plan = survey(store, results, rest, drop_stale=opts["drop_stale"])
+        if opts["yes"] and opts["drop_stale"]:
+            drop_stale(plan, results)
+        deleted = delete(store, plan) if opts["yes"] else plan.garbage
+    except (GcError, StoreError, ResultsError) as e:
+        print(str(e), file=sys.stderr)
         return 2
-    from .store import default_results, default_root
-
-    store = Store(default_root())
-    garbage, kept = collect(store, default_results(), dry_run=dry, sweep_args=rest)
-    for g in garbage:
+    for g in deleted:
         print(f"{g.kind:<13} {g.key}  {_size(g.bytes):>10}  {g.path}")
-    total = sum(g.bytes for g in garbage)
-    verb = "unreachable (dry run: nothing deleted)" if dry else "deleted"
-    print(f"{len(garbage)} artifact(s), {_size(total)}, {verb}; root {store.root}")
-    for k in kept:
+    total = sum(g.bytes for g in deleted)
+    verb = "deleted" if opts["yes"] else "unused (nothing deleted: --yes deletes them)"
+    print(f"{len(deleted)} artifact(s), {_size(total)}, {verb}; root {store.root}")
+    for k in plan.unplanned:
         print(f"kept what this row recorded, it cannot be planned again: {k}")
+    for k in plan.in_use:
+        print(f"kept, a running process uses it: {k}")
+    for p in plan.foreign:
+        print(f"left alone, not an artifact the store wrote: {p}")
+    if plan.stale:
+        tags = ", ".join(str(r.get("tag", r["scores_key"])) for r in plan.stale[:5])
+        if opts["drop_stale"]:
+            what = "dropped" if opts["yes"] else "would be dropped (with --yes)"
+            print(f"{len(plan.stale)} stale row(s) {what}, and {len(plan.reports)} report(s) showing them: {tags}")
+        else:
+            print(
+                f"kept {len(plan.stale)} stale row(s) and what they name (the installed harness computes them "
+                f"under other keys): {tags}. --drop-stale drops them and their reports."
+            )
     return 0

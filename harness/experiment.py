@@ -26,7 +26,7 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, fuse, ltr, passages, rerank
+from . import aggregate, evaluate, faults, fuse, ltr, passages, rerank
 from .backends import get as backend
 from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
 from .data import Dataset
@@ -73,6 +73,7 @@ class Experiment:
             return art
         if not self.plan:
             self.store.ensure(art, build, describe)
+            faults.hold(f"after-{art.kind}")
         self.nodes.append(art)
         return art
 

@@ -41,6 +41,16 @@ def add_row(path: str | Path, row: dict) -> bool:
     return True
 
 
+def drop_rows(path: str | Path, scores_keys: set[str]) -> int:
+    """Remove the rows of these scores keys (gc's ``--drop-stale``); returns how many went."""
+    path = Path(path)
+    with FileLock(str(path) + ".lock"):
+        rows = read_rows(path)
+        kept = [r for r in rows if r.get("scores_key") not in scores_keys]
+        write_text_atomic(path, dump_rows([_on_disk(r) for r in kept]))
+    return len(rows) - len(kept)
+
+
 def dump_rows(rows: list[dict]) -> str:
     """JSON Lines text of the rows (jsonlines; keys sorted, so a table diffs cleanly)."""
     out = io.StringIO()

@@ -281,7 +281,9 @@ def load_nested(results: Path, rows: list[dict], folds: int, seed: int) -> dict[
 def sweep_rows(results: Path, sweep: str, dataset=None, where=()) -> list[dict]:
     from .results import filter_rows, newest, read_rows
 
-    report = Path(results).resolve().parent / "report" / sweep / "results.csv"
+    report = (
+        Path(results).resolve().parent / "report" / Path(sweep).stem / "results.csv"
+    )  # a name or a sweep file's path, as harness.sweep takes
     if not report.exists():
         raise SystemExit(
             f"{report}: no report of sweep {sweep!r}. Fix: run it first (python -m harness.sweep sweep={sweep} ...)."
@@ -483,7 +485,9 @@ def main(argv=None) -> int:
         print(f"select: {e}", file=sys.stderr)
         return 2
     print(format_summary(out))
-    path = a.out or Path(results).resolve().parent / "report" / opts["sweep"] / f"select-{out['subset']}.json"
+    path = (
+        a.out or Path(results).resolve().parent / "report" / Path(opts["sweep"]).stem / f"select-{out['subset']}.json"
+    )
     from .files import write_text_atomic
 
     try:

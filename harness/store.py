@@ -22,6 +22,7 @@ checksums, for damage that keeps the size.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -128,6 +129,81 @@ class Artifact:
     @property
     def name(self) -> str:
         return f"{self.kind}-{self.key}"
+
+
+LEASES = Path("runs") / ".leases"  # under the root: one file per process that uses artifacts
+
+
+class Lease:
+    """What one process uses in one root, for gc: ``runs/.leases/<host>-<pid>``, one ``kind key``
+    line per artifact it built or reused, held under an exclusive flock for the process's life.
+
+    gc keeps every key of a lease whose lock is held (a live process) and removes the leases of
+    dead ones (the lock dies with its process, as the builders' locks do). One file per process,
+    not a lock per artifact: a sweep reuses thousands of artifacts and would run out of file
+    descriptors."""
+
+    def __init__(self, root: Path):
+        self.pid = os.getpid()
+        folder = root / LEASES
+        folder.mkdir(parents=True, exist_ok=True)
+        self.path = folder / f"{socket.gethostname()}-{self.pid}"
+        self.file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115  (held for the process's life)
+        fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self.keys: set[str] = set()
+
+    def add(self, kind: str, key: str) -> None:
+        if key in self.keys:
+            return
+        self.file.write(f"{kind} {key}\n")
+        self.file.flush()
+        os.fsync(self.file.fileno())  # on disk before the artifact is looked at: gc reads it under the key's lock
+        self.keys.add(key)
+
+
+_leases: dict[Path, Lease] = {}
+
+
+def lease(root: Path) -> Lease | None:
+    """This process's lease in ``root`` (None where the root is not writable: nothing is built
+    there, and a gc there could not delete either)."""
+    held = _leases.get(root)
+    if held is None or held.pid != os.getpid():  # a forked child holds its own
+        try:
+            held = _leases[root] = Lease(root)
+        except OSError:
+            return None
+    return held
+
+
+def live_leases(root: Path) -> dict[str, str]:
+    """``{key: lease file}`` of every process alive that uses artifacts in ``root``; the leases of
+    dead processes are removed."""
+    keys: dict[str, str] = {}
+    folder = root / LEASES
+    if not folder.is_dir():
+        return keys
+    mine = _leases.get(root)
+    for p in sorted(folder.iterdir()):
+        if mine is not None and p == mine.path and mine.pid == os.getpid():
+            text = p.read_text(encoding="utf-8", errors="replace")
+        else:
+            try:
+                with open(p, "r+", encoding="utf-8", errors="replace") as f:
+                    try:
+                        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        text = f.read()  # held: a live process
+                    else:
+                        p.unlink(missing_ok=True)  # its process is gone
+                        continue
+            except OSError:
+                continue
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                keys[parts[1]] = p.name
+    return keys
 
 
 class Store:
@@ -279,12 +355,18 @@ class Store:
         """
         final = self.path(art)
         label = describe or art.kind
+        held = lease(self.root)
+        if held is not None:
+            held.add(art.kind, art.key)  # before looking: gc keeps what a live lease names
         if self.exists(art):
-            problem = self.check(art)
-            if problem is None:
-                log.info("reused %s %s (%s)", label, art.key, final)
-                return final
-            self.discard(art, problem)
+            if held is not None:
+                self._wait_for_gc(art)
+            if self.exists(art):
+                problem = self.check(art)
+                if problem is None:
+                    log.info("reused %s %s (%s)", label, art.key, final)
+                    return final
+                self.discard(art, problem)
         lock = self.lock(art)
         self._acquire(lock, art)
         try:
@@ -339,6 +421,17 @@ class Store:
         finally:
             lock.release()
         return final
+
+    def _wait_for_gc(self, art: Artifact) -> None:
+        """Pass through the key's lock once: gc deletes under it after reading the leases, so
+        once through, either the deletion is over (the artifact is built again) or gc read this
+        process's lease and keeps the artifact."""
+        lock = self.lock(art)
+        try:
+            lock.acquire(timeout=self.lock_timeout)
+        except (Timeout, OSError):
+            return  # a builder holds it (it will find the artifact finished) or the root is read-only
+        lock.release()
 
     def report_dir(self, name: str) -> Path:
         """Where a sweep's table and plots go (``runs/report/<name>/``): rewritten on every run."""

@@ -150,8 +150,8 @@ def test_a_stage_version_bump_rebuilds_that_stage_and_after(cfg_factory, folder,
 
 @pytest.mark.slow
 def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
-    """gc --dry-run lists the artifacts of the old keys with their sizes and deletes nothing; gc
-    deletes them; what current keys reach stays."""
+    """After an upgrade the row's old scores stay while the row does; --drop-stale lists them with
+    their sizes, --yes deletes them with the row; what current keys reach stays."""
     import os
 
     env_vars = {**os.environ, "HARNESS_ROOT": str(tmp_path)}
@@ -178,14 +178,20 @@ def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
         )
         return subprocess.run([sys.executable, "-c", code], env=env_vars, capture_output=True, text=True)
 
-    out = gc_after_upgrade("--dry-run")
+    out = gc_after_upgrade()
     lines = out.stdout.splitlines()
-    assert out.returncode == 0 and lines[-1].startswith("1 artifact(s)") and "dry run" in lines[-1], (
+    assert out.returncode == 0 and lines[0].startswith("0 artifact(s)") and "nothing deleted" in lines[0], (
         out.stdout + out.stderr
     )
-    assert lines[0].split()[:2] == ["scores", stale.pop()] and "KiB" in lines[0]
-    assert (tmp_path / "runs" / "scores" / lines[0].split()[1]).is_dir()  # a dry run deletes nothing
-    out = gc_after_upgrade()
-    assert out.returncode == 0 and "deleted" in out.stdout.splitlines()[-1], out.stdout + out.stderr
-    assert not (tmp_path / "runs" / "scores" / lines[0].split()[1]).exists()
+    assert "kept 1 stale row(s)" in out.stdout  # the row still names its scores: they stay
+    old = stale.pop()
+    assert (tmp_path / "runs" / "scores" / old).is_dir()
+    out = gc_after_upgrade("--drop-stale")
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0 and lines[0].split()[:2] == ["scores", old] and "KiB" in lines[0], out.stdout
+    assert (tmp_path / "runs" / "scores" / old).is_dir()  # without --yes nothing is deleted
+    out = gc_after_upgrade("--drop-stale", "--yes")
+    assert out.returncode == 0 and "1 artifact(s)" in out.stdout and "deleted" in out.stdout, out.stdout + out.stderr
+    assert not (tmp_path / "runs" / "scores" / old).exists()
+    assert (tmp_path / "runs" / "results.jsonl").read_text() == ""  # the row went with its scores
     assert any((tmp_path / "runs" / "unit_run").iterdir())
