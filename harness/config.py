@@ -467,6 +467,10 @@ def check_ltr(t, search) -> None:
         )
     if t.folds < 2:
         raise ConfigError(f"ltr.folds={t.folds}: cross-fitting needs at least 2 folds.")
+    if t.num_leaves < 2:
+        raise ConfigError(f"ltr.num_leaves={t.num_leaves}: a tree of one leaf never splits. Fix: ltr.num_leaves >= 2.")
+    if t.seed < 0:
+        raise ConfigError(f"ltr.seed={t.seed}: expected an integer >= 0 (it seeds the folds and LightGBM).")
     _number(t.out_weight, "ltr.out_weight", 0.0, hint=" (1: OUT positives gain as much as IN ones)")
     _number(t.learning_rate, "ltr.learning_rate", 1e-6, 1.0)
     from .ltr import DOCUMENT_FAMILIES, FAMILIES, IDENTIFYING

@@ -19,6 +19,7 @@ Pure functions over run tables and qrels; the command line reads two rows of the
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -151,12 +152,28 @@ def main(argv=None) -> int:
     ap.add_argument("--k", type=int, default=100, help="the cut-off of recall (default 100)")
     ap.add_argument("--out", type=Path, default=None, help="folder for domain_pairs.csv / .png and out_misses.csv")
     a = ap.parse_args(argv)
+    if a.k < 1:
+        ap.error(f"--k {a.k}: expected a cut-off >= 1 (e.g. 100)")
+    if a.systems[0] == a.systems[1]:
+        ap.error(f"{a.systems[0]!r} named twice: the view compares two systems. Fix: name another one as B.")
+    if a.out is not None:
+        try:
+            a.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            ap.error(f"--out {a.out}: cannot be used as a folder ({e.strerror or e}). Fix: a writable folder path.")
+        if not os.access(a.out, os.W_OK):
+            ap.error(f"--out {a.out}: the folder is not writable. Fix: a writable folder path.")
     results = a.results or default_results()
     rows = [find(results, s, a.dataset, a.where) for s in a.systems]
     if rows[0]["config"]["dataset"] != rows[1]["config"]["dataset"]:
         raise SystemExit(f"{a.systems}: the two systems ran on different datasets. Fix: --dataset NAME.")
     ds = _dataset(results, rows[0])
-    q3 = dict(zip(ds.queries[S.QUERY_ID], ds.queries[S.IPC3]))
+    q3 = dict(zip(ds.queries[S.QUERY_ID], ds.queries[S.IPC3])) if S.IPC3 in ds.queries else {}
+    if not any(len(c) for c in q3.values()) or not any(len(c) for c in (ds.doc_ipc3 or {}).values()):
+        raise SystemExit(
+            f"domains: {rows[0]['config']['dataset'].get('name')}: the queries or the targets carry no IPC codes, so no "
+            f"OUT positive can be placed in a domain pair. Fix: a dataset with {S.IPC3}."
+        )
     runs = {s: read_trec(run_path(results, r)) for s, r in zip(a.systems, rows)}
     table = pair_table(runs, ds.positives, q3, ds.doc_ipc3, a.k)
     first, second = runs.values()

@@ -83,6 +83,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .config import ConfigError
 from .runs import top_k, with_ranks
 
 if TYPE_CHECKING:
@@ -421,6 +422,16 @@ def fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, params: dict):
     _, sizes = np.unique(q, return_counts=True)  # sorted ids: groups in order
     model = lgb.LGBMRanker(**lgb_params(params))
     model.fit(x.iloc[order], y[order], group=sizes)
+    if not model.booster_.feature_importance("split").sum():
+        # Every score would be the same, and the run's order that of the document ids: refuse
+        # rather than report it as a learned ranking.
+        varying = [c for c in x.columns if x[c].nunique(dropna=False) > 1]
+        raise ConfigError(
+            f"ltr: no tree made a split on {len(x)} candidate rows of {len(sizes)} queries "
+            f"(ltr.num_leaves={params.get('num_leaves')}, ltr.min_child_samples={params.get('min_child_samples')}, "
+            f"{len(varying)} of {x.shape[1]} feature columns vary): every score would be equal. Fix: lower "
+            f"ltr.min_child_samples, or choose ltr.features that vary on this dataset."
+        )
     return model
 
 
@@ -508,6 +519,11 @@ def folds_of(positives: pd.DataFrame, k: int, seed: int) -> pd.Series:
 
     pos = positives[positives["relevance"].astype(float) > 0]
     qids = sorted(pos["query_id"].unique())
+    if k > len(qids):
+        raise ConfigError(
+            f"ltr.folds={k}: only {len(qids)} queries have a positive judgment, and every fold needs one. "
+            f"Fix: ltr.folds <= {len(qids)}."
+        )
     has_out = set(pos.loc[pos["domain"] == "OUT", "query_id"])
     return stratified_folds(qids, {q: q in has_out for q in qids}, k, seed)
 

@@ -83,21 +83,25 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
     return df[cols].sort_values(f"{primary}/ALL", ascending=False, kind="mergesort").reset_index(drop=True)
 
 
+NOT_SETTINGS = {"scores_key", "run_file", "command", "pareto", "ms/query", "index_seconds", "encode_seconds", "created"}
+
+
 def to_markdown(df: pd.DataFrame) -> str:
-    show = [
+    """The table as Markdown: the experiment and its tag, the paper's factors, every other setting
+    on which two rows differ (LTR, PRF, reduction, re-ranking, depth...: rows that look alike in
+    the table are alike), then the scores."""
+    base = ["query_fields", "target_fields", "granularity", "passage_length", "aggregation", "backend", "fusion_k"]
+    scores = [c for c in df.columns if "/" in c or c == "ms/query"]
+    varying = [
         c
-        for c in [
-            "query_fields",
-            "target_fields",
-            "granularity",
-            "passage_length",
-            "aggregation",
-            "backend",
-            "fusion_k",
-        ]
-        if c in df
+        for c in df.columns
+        if c not in base
+        and c not in scores
+        and c not in NOT_SETTINGS
+        and c not in ("experiment", "tag")
+        and df[c].astype(str).nunique(dropna=False) > 1
     ]
-    show += [c for c in df.columns if "/" in c or c == "ms/query"]
+    show = [c for c in ["experiment", "tag", *base, *varying] if c in df] + scores
     head = "| " + " | ".join(show) + " |\n|" + "|".join("---" for _ in show) + "|\n"
 
     def fmt(v):

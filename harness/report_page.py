@@ -94,7 +94,7 @@ def page_data(
     metric: str,
 ) -> dict:
     """Everything the page shows, as JSON-ready data. ``df`` is the report's results frame; the
-    mappings are keyed by scores key; ``datasets`` maps a dataset name to ``{"queries": {id:
+    mappings are keyed by scores key; ``datasets`` maps a dataset fingerprint (a row's ``_dataset``) to ``{"queries": {id:
     text}, "marks": judged_marks(...), "titles": {doc_id: title}}``."""
     rows = []
     for i, r in enumerate(df.itertuples(index=False)):
@@ -325,15 +325,20 @@ def write_page(
     datasets: dict[str, dict] = {}
     domains_html = None
     if dataset_of is not None:
-        by_name: dict[str, list[str]] = {}
+        # Datasets told apart by their content, not their name: two folders both called "local"
+        # (or one edited between runs) are two datasets, each row shown with its own judgments.
+        by_print: dict[str, list[str]] = {}
+        loaded = {}
         for r in rows:
-            by_name.setdefault(str(r.get("dataset")), []).append(r["scores_key"])
-        for ds_name, keys in by_name.items():
-            ds = dataset_of(keys[0])
+            ds = dataset_of(r["scores_key"])
+            loaded[ds.fingerprint] = ds
+            by_print.setdefault(ds.fingerprint, []).append(r["scores_key"])
+        df = df.assign(_dataset=[next(f for f, ks in by_print.items() if k in ks) for k in df["scores_key"]])
+        for fp, keys in by_print.items():
             shown = {d for k in keys for docs in top_lists(runs[k]).values() for d in docs}
-            datasets[ds_name] = dataset_view(ds, shown)
-            if domains_html is None and len(by_name) == 1:
-                domains_html = domain_figure(df, runs, ds, metric)
+            datasets[fp] = dataset_view(loaded[fp], shown)
+            if domains_html is None and len(by_print) == 1:
+                domains_html = domain_figure(df, runs, loaded[fp], metric)
     data = page_data(df, commands, per_query, runs, datasets, metric)
     html = render(data, in_out_figure(df, metric), domains_html, name, os.getcwd())
     path = out / "index.html"

@@ -508,6 +508,31 @@ ROWS = [
         ("fusion=rrf", "fusion.runs=[{backend:bm25},{backend:bm25,query_fields:T}]", "dense_prf=average"),
         error=(ConfigError, r"dense_prf=average: a dense lever"),
     ),
+    # ---- learning to rank that could not learn: refused, never a constant ranking reported as learned
+    Row(
+        "ltr_one_leaf",
+        None,
+        ("ltr=lambdamart", "ltr.num_leaves=1"),
+        error=(ConfigError, r"ltr.num_leaves=1: a tree of one leaf"),
+    ),
+    Row(
+        "ltr_negative_seed",
+        None,
+        ("ltr=lambdamart", "ltr.seed=-1"),
+        error=(ConfigError, r"ltr.seed=-1: expected an integer >= 0"),
+    ),
+    Row(
+        "ltr_more_folds_than_queries",
+        None,
+        ("ltr=lambdamart", "ltr.folds=500"),
+        error=(ConfigError, r"ltr.folds=500: only \d+ queries have a positive.*Fix: ltr.folds <= \d+"),
+    ),
+    Row(
+        "ltr_no_tree_can_split",
+        None,
+        ("ltr=lambdamart", "ltr.min_child_samples=100000"),
+        error=(ConfigError, r"ltr: no tree made a split.*ltr.min_child_samples=100000.*Fix"),
+    ),
     Row(
         "fractional_grades_err",
         grades(lambda r: r.astype(float) * 0.5),

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pandas as pd
 import pytest
 
 from harness import domains
+from harness.data import schema as S
 from harness.run import execute
 
 Q3 = {"q1": ["A01", "B02"], "q2": ["H04"]}
@@ -75,3 +78,26 @@ def test_domains_command_line_writes_the_view(cfg_factory, tmp_path, tiny_folder
     assert {"R@100 plain", "R@100 reduced", "gain"} <= set(t.columns)
     assert (out / "domain_pairs.png").stat().st_size > 0 and (out / "out_misses.csv").exists()
     assert "OUT positives in the top 100 of one system only" in capsys.readouterr().out
+    # bad arguments: one line each, before anything is computed or printed
+    afile = tmp_path / "a-file"
+    afile.write_text("")
+    for argv, says in [
+        (["plain", "reduced", "--k", "-5"], "--k -5: expected a cut-off >= 1"),
+        (["plain", "plain"], "'plain' named twice"),
+        (["plain", "reduced", "--out", str(afile)], f"--out {afile}: cannot be used as a folder"),
+    ]:
+        with pytest.raises(SystemExit) as e:
+            domains.main([*argv, "--results", str(results)])
+        assert e.value.code == 2
+        err = capsys.readouterr()
+        assert says in err.err and err.out == "", err
+    # a dataset without codes: said, not a blank view
+    bare = tmp_path / "bare"
+    shutil.copytree(folder, bare)
+    for f in ("queries.parquet", "corpus.parquet"):
+        pd.read_parquet(bare / f).drop(columns=[S.IPC3]).to_parquet(bare / f, index=False)
+    nocodes = ("dataset=local", f"dataset.path={bare}", "query_fields=TA", "target_fields=TA")
+    execute(cfg_factory("+experiment=doc_bm25", *nocodes, "name=bare1", tiny=False))
+    execute(cfg_factory("+experiment=doc_bm25", *nocodes, "name=bare2", "bm25.k1=1.2", tiny=False))
+    with pytest.raises(SystemExit, match="carry no IPC codes"):
+        domains.main(["bare1", "bare2", "--results", str(results)])

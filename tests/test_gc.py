@@ -182,3 +182,16 @@ def test_gc_racing_a_running_experiment(root, capsys, tmp_path):
     assert code == 0 and out.startswith("0 artifact(s)") and "running process" not in out, out
     again = harness(root, *cmd, timeout=300)
     assert again.returncode == 0 and "building" not in again.stderr, again.stderr[-2000:]
+
+
+def test_api_rows_of_a_report_find_their_root(root, monkeypatch, tmp_path):
+    """Rows of api.results(ROOT) (report frames: no config) read their files and judgments under
+    ROOT, not under $HARNESS_ROOT."""
+    from harness import api
+
+    monkeypatch.setenv("HARNESS_ROOT", str(tmp_path / "elsewhere"))
+    row = api.results(root).iloc[0]
+    assert "config" not in row and len(api.qrels(row, "OUT")) > 0
+    assert set(api.run_table(row)["query_id"]) >= set(api.per_query(row)["query_id"])
+    with pytest.raises(LookupError, match="no row with scores_key"):
+        api.qrels({**row.to_dict(), "scores_key": "000000000000"})

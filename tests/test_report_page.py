@@ -357,3 +357,24 @@ def test_a_hostile_dataset_and_config_script_nothing(tmp_path, tiny_folder):
             browser.close()
     assert dialogs == [] and injected == [], (dialogs, injected)
     assert problems == []
+
+
+def test_results_md_carries_every_setting_that_tells_rows_apart():
+    from harness.report import to_markdown
+
+    df = pd.DataFrame(
+        {
+            "experiment": ["x", "x"],
+            "tag": ["bm25.TA-TA.doc.aa", "bm25.TA-TA.doc.ltr.bb"],
+            "query_fields": ["TA", "TA"],
+            "backend": ["bm25", "bm25"],
+            "ltr": [None, "lambdamart(run,domain)"],
+            "search_depth": [1000, 1000],
+            "scores_key": ["k1", "k2"],
+            "nDCG@100/ALL": [0.5, 0.6],
+        }
+    )
+    lines = to_markdown(df).splitlines()
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert head == ["experiment", "tag", "query_fields", "backend", "ltr", "nDCG@100/ALL"]
+    assert len({line for line in lines[2:]}) == 2 and "lambdamart(run,domain)" in lines[3]
