@@ -31,6 +31,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -305,7 +306,7 @@ def write_page(
     results_path: Path,
     metric: str,
     name: str,
-    dataset_of: Callable[[str], object] | None = None,
+    dataset_of: Callable[[str], Any] | None = None,
 ) -> Path:
     """Write ``out/index.html`` for the report's frame. ``dataset_of(scores_key)`` gives the
     loaded dataset of a row (the sweep's cache); without it, the per-query view has scores and
