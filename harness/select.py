@@ -464,6 +464,8 @@ def main(argv=None) -> int:
     for k in ("folds", "seed"):
         if k in opts and not opts[k].lstrip("-").isdigit():
             ap.error(f"{k}={opts[k]!r}: expected an integer")
+    if int(opts.get("seed", 0)) < 0:
+        ap.error(f"seed={opts['seed']}: expected an integer >= 0 (it seeds the folds and the resampling)")
     from .store import default_results
 
     results = a.results or default_results()

@@ -1040,6 +1040,9 @@ def test_compare_and_select_refuse_meaningless_arguments(world, tmp_path, capsys
     with pytest.raises(SystemExit) as e:
         select.main(["sweep=x", "folds=abc", "--results", res])
     assert e.value.code == 2 and "folds='abc': expected an integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        select.main(["sweep=x", "seed=-1", "--results", res])
+    assert e.value.code == 2 and "seed=-1: expected an integer >= 0" in capsys.readouterr().err
 
 
 @pytest.mark.slow
