@@ -378,3 +378,34 @@ def test_results_md_carries_every_setting_that_tells_rows_apart():
     head = [c.strip() for c in lines[0].strip("|").split("|")]
     assert head == ["experiment", "tag", "query_fields", "backend", "ltr", "nDCG@100/ALL"]
     assert len({line for line in lines[2:]}) == 2 and "lambdamart(run,domain)" in lines[3]
+
+
+@pytest.mark.slow
+def test_two_datasets_of_one_name_keep_their_own_judgments(tmp_path, tiny_folder):
+    """Two folders, both dataset=local, one with half the judgments: each row of the page is shown
+    with its own dataset's marks (told apart by fingerprint, not name)."""
+    from harness import api
+    from harness.data import schema as S
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_folder, other)
+    qrels = pd.read_parquet(other / "qrels_all.parquet")
+    qrels.iloc[::2].to_parquet(other / "qrels_all.parquet", index=False)
+    sweep_file = tmp_path / "twins.yaml"
+    sweep_file.write_text(
+        "blocks:\n"
+        + "".join(
+            f"  {b}:\n    +experiment: doc_bm25\n    query_fields: TA\n    target_fields: TA\n"
+            f"    dataset: local\n    dataset.path: '{p}'\n    name: {b}\n"
+            for b, p in (("full", tiny_folder), ("half", other))
+        )
+    )
+    df = api.sweep(str(sweep_file), f"root={tmp_path / 'root'}", *TINY_ENCODER)
+    assert set(df["experiment"]) == {"full", "half"} and df["dataset"].nunique() == 1
+    html_text = (tmp_path / "root" / "runs" / "report" / "twins" / "index.html").read_text()
+    data = json.loads(re.search(r'<script id="page-data" type="application/json">(.*?)</script>', html_text, re.S)[1])
+    of = {r["experiment"]: r["_dataset"] for r in data["rows"]}
+    assert of["full"] != of["half"]
+    n = {e: sum(len(m) for m in data["datasets"][d]["marks"].values()) for e, d in of.items()}
+    full = pd.read_parquet(tiny_folder / "qrels_all.parquet")
+    assert n == {"full": int((full[S.RELEVANCE] > 0).sum()), "half": int((qrels.iloc[::2][S.RELEVANCE] > 0).sum())}
