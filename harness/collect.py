@@ -20,7 +20,8 @@ deletes what is used:
   those of the folder) are artifacts; anything else under ``indexes/`` or ``runs/`` is listed as
   left alone.
 
-A missing or unreadable results table makes gc refuse rather than take every artifact for garbage.
+A missing or unreadable results table makes gc refuse rather than take every artifact for garbage
+(where there are artifacts: an empty root lists nothing).
 
     python -m harness.store gc                        # list what would go, with sizes
     python -m harness.store gc --yes                  # delete it
@@ -191,8 +192,8 @@ def _dataset_folder_keys(store: Store, ds) -> set[str]:
 
 def survey(store: Store, results: Path, sweep_args: Sequence[str] = (), drop_stale: bool = False) -> Plan:
     """What gc would delete and why everything else stays (nothing is changed)."""
-    rows = read_results(results)
     disk, foreign = on_disk(store)
+    rows = read_results(results) if disk or results.exists() else []  # an empty root has nothing to lose
     keys, now, unplanned = current(store, rows, sweep_args)
     stale = [r for r in rows if r["scores_key"] in now and now[r["scores_key"]] != r["scores_key"]]
     dropped = {r["scores_key"] for r in stale} if drop_stale else set()
