@@ -528,6 +528,12 @@ ROWS = [
         error=(ConfigError, r"ltr.folds=500: only \d+ queries have a positive.*Fix: ltr.folds <= \d+"),
     ),
     Row(
+        "ltr_ipc_features_over_empty_codes",
+        codes_as(lambda c: []),
+        ("ltr=lambdamart", "ltr.features=[domain]"),
+        error=(ConfigError, r"ltr: no tree made a split.*0 of \d+ feature columns vary.*Fix"),
+    ),
+    Row(
         "ltr_no_tree_can_split",
         None,
         ("ltr=lambdamart", "ltr.min_child_samples=100000"),
@@ -1040,6 +1046,9 @@ def test_compare_and_select_refuse_meaningless_arguments(world, tmp_path, capsys
     with pytest.raises(SystemExit) as e:
         select.main(["sweep=x", "folds=abc", "--results", res])
     assert e.value.code == 2 and "folds='abc': expected an integer" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # the fix names the filter given, not one that was not
+        compare.main(["--results", res, "--baseline", "doc_bm25", "other", "--where", "bm25.k1=7"])
+    assert "Fix: loosen --where, or name a scores key" in str(e.value) and "--dataset" not in str(e.value), e.value
     with pytest.raises(SystemExit) as e:
         select.main(["sweep=x", "seed=-1", "--results", res])
     assert e.value.code == 2 and "seed=-1: expected an integer >= 0" in capsys.readouterr().err
