@@ -78,9 +78,18 @@ class Plan:
     reports: list[Path] = field(default_factory=list)  # reports that show a stale row
 
 
-def on_disk(store: Store) -> tuple[dict[str, tuple[str, Path]], list[Path]]:
-    """The store's finished artifacts ``{key: (kind, path)}`` (a folder with the store's
-    ``meta.json`` whose kind and key are the folder's), and the other folders found there."""
+@dataclass
+class Found:
+    """A finished artifact on disk, with the parents its meta.json records."""
+
+    kind: str
+    path: Path
+    parents: list[str]
+
+
+def on_disk(store: Store) -> tuple[dict[str, Found], list[Path]]:
+    """The store's finished artifacts by key (a folder with the store's ``meta.json`` whose kind
+    and key are the folder's), and the other folders found there."""
     artifacts, foreign = {}, []
     for kind, top in ROOTS.items():
         folder = store.root / top / kind
@@ -94,23 +103,19 @@ def on_disk(store: Store) -> tuple[dict[str, tuple[str, Path]], list[Path]]:
             except (OSError, ValueError):
                 meta = None
             if isinstance(meta, dict) and meta.get("kind") == kind and meta.get("key") == p.name:
-                artifacts[p.name] = (kind, p)
+                artifacts[p.name] = Found(kind, p, [q["key"] for q in meta.get("parents", [])])
             else:
                 foreign.append(p)
     return artifacts, foreign
 
 
-def recorded(key: str, disk: dict[str, tuple[str, Path]], seen: set[str]) -> None:
+def recorded(key: str, disk: dict[str, Found], seen: set[str]) -> None:
     """Add ``key`` and its recorded ancestors (meta.json's parents) to ``seen``."""
     if key in seen or key not in disk:
         return
     seen.add(key)
-    try:
-        meta = json.loads((disk[key][1] / "meta.json").read_text())
-    except (OSError, ValueError):
-        return
-    for p in meta.get("parents", []):
-        recorded(p["key"], disk, seen)
+    for parent in disk[key].parents:
+        recorded(parent, disk, seen)
 
 
 def named_keys(row: dict) -> list[str]:
@@ -156,16 +161,20 @@ def current(store: Store, rows: list[dict], sweep_args: Sequence[str]) -> tuple[
     now: dict[str, str] = {}
     unplanned: list[str] = []
     datasets: dict[str, Any] = {}
+    planned: dict[str, str] = {}  # config (YAML) -> its current scores key: each config planned once
     for row in rows:
         try:
             cfg = OmegaConf.create(row["config"])
-            dkey = OmegaConf.to_yaml(cfg.dataset)
-            if dkey not in datasets:
-                datasets[dkey] = data.load(cfg.dataset, store.root)
-                keys.update(_dataset_folder_keys(store, datasets[dkey]))
-            exp = Experiment(cfg, datasets[dkey], store, plan=True)
-            now[row["scores_key"]] = exp.scores().key
-            keys.update(n.key for n in exp.nodes)
+            ckey = OmegaConf.to_yaml(cfg)
+            if ckey not in planned:
+                dkey = OmegaConf.to_yaml(cfg.dataset)
+                if dkey not in datasets:
+                    datasets[dkey] = data.load(cfg.dataset, store.root)
+                    keys.update(_dataset_folder_keys(store, datasets[dkey]))
+                exp = Experiment(cfg, datasets[dkey], store, plan=True)
+                planned[ckey] = exp.scores().key
+                keys.update(n.key for n in exp.nodes)
+            now[row["scores_key"]] = planned[ckey]
         except Exception as e:  # noqa: BLE001  (a row that cannot be planned keeps what it recorded)
             unplanned.append(
                 f"{row.get('tag', row.get('experiment'))}: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -208,17 +217,15 @@ def survey(store: Store, results: Path, sweep_args: Sequence[str] = (), drop_sta
         if p not in gone_reports:
             for k in shown:
                 recorded(k, disk, keep)
-    for k in list(keep):  # what is kept keeps what it was built from
-        recorded(k, disk, keep)
     leased = live_leases(store.root)
     plan = Plan(unplanned=unplanned, stale=stale, foreign=foreign, reports=gone_reports)
-    for key, (kind, path) in sorted(disk.items(), key=lambda kv: (kv[1][0], kv[0])):
+    for key, found in sorted(disk.items(), key=lambda kv: (kv[1].kind, kv[0])):
         if key in keep:
             continue
         if key in leased:
-            plan.in_use.append(f"{kind} {key} (lease {leased[key]})")
+            plan.in_use.append(f"{found.kind} {key} (lease {leased[key]})")
             continue
-        plan.garbage.append(Garbage(kind, key, path, _tree_bytes(path)))
+        plan.garbage.append(Garbage(found.kind, key, found.path, _tree_bytes(found.path)))
     return plan
 
 

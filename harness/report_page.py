@@ -328,13 +328,14 @@ def write_page(
     if dataset_of is not None:
         # Datasets told apart by their content, not their name: two folders both called "local"
         # (or one edited between runs) are two datasets, each row shown with its own judgments.
-        by_print: dict[str, list[str]] = {}
+        print_of: dict[str, str] = {}  # scores key -> dataset fingerprint
         loaded = {}
         for r in rows:
             ds = dataset_of(r["scores_key"])
             loaded[ds.fingerprint] = ds
-            by_print.setdefault(ds.fingerprint, []).append(r["scores_key"])
-        df = df.assign(_dataset=[next(f for f, ks in by_print.items() if k in ks) for k in df["scores_key"]])
+            print_of[r["scores_key"]] = ds.fingerprint
+        df = df.assign(_dataset=df["scores_key"].map(print_of))
+        by_print = {fp: [k for k, f in print_of.items() if f == fp] for fp in loaded}
         for fp, keys in by_print.items():
             shown = {d for k in keys for docs in top_lists(runs[k]).values() for d in docs}
             datasets[fp] = dataset_view(loaded[fp], shown)

@@ -253,12 +253,13 @@ def find(results: str | Path, name: str, dataset: str | None = None, where=(), k
         )
     kept = newest(filter_rows(hits, dataset, where, keys))
     if not kept:
-        given = " / ".join(f for f, on in (("--dataset", dataset is not None), ("--where", bool(where))) if on)
+        filters = {"--dataset": f"dataset={dataset}"} if dataset is not None else {}
+        if where:
+            filters["--where"] = str(list(where))
         raise SystemExit(
-            f"{results}: {len(hits)} rows are named {name!r}, none with "
-            f"{' and '.join(x for x in (f'dataset={dataset}' if dataset is not None else '', str(list(where or [])) if where else '') if x)}: "
-            f"{why_none(rows, hits, dataset, where)} Fix: loosen {given or 'the filters'}, or name a scores key: "
-            f"{[h['scores_key'] for h in hits][:6]}."
+            f"{results}: {len(hits)} rows are named {name!r}, none with {' and '.join(filters.values())}: "
+            f"{why_none(rows, hits, dataset, where)} Fix: loosen {' / '.join(filters) or 'the filters'}, or name "
+            f"a scores key: {[h['scores_key'] for h in hits][:6]}."
         )
     if len(kept) > 1:
         diff = differing_keys(kept)

@@ -152,13 +152,15 @@ class Lease:
         fcntl.flock(self.file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self.keys: set[str] = set()
 
-    def add(self, kind: str, key: str) -> None:
+    def add(self, kind: str, key: str) -> bool:
+        """Lease ``key``; False where this process leased it before (gc has kept it since)."""
         if key in self.keys:
-            return
+            return False
         self.file.write(f"{kind} {key}\n")
         self.file.flush()
         os.fsync(self.file.fileno())  # on disk before the artifact is looked at: gc reads it under the key's lock
         self.keys.add(key)
+        return True
 
 
 _leases: dict[Path, Lease] = {}
@@ -356,10 +358,11 @@ class Store:
         final = self.path(art)
         label = describe or art.kind
         held = lease(self.root)
-        if held is not None:
-            held.add(art.kind, art.key)  # before looking: gc keeps what a live lease names
+        leased_now = held is not None and held.add(
+            art.kind, art.key
+        )  # before looking: gc keeps what a live lease names
         if self.exists(art):
-            if held is not None:
+            if leased_now:  # once per key: a gc that read the leases before this one may be deleting it
                 self._wait_for_gc(art)
             if self.exists(art):
                 problem = self.check(art)
