@@ -13,16 +13,19 @@ Vectorised with pandas group-bys; the result is sorted as trec_eval ranks (see :
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from pathlib import Path
 
 import pandas as pd
 
+from . import stage
+from .artifact import Artifact
 from .data.schema import PASSAGE_SEP
-from .runs import sort_run, top_k
+from .naming import family_tag, tag
+from .runs import drop_self_hits, read_trec, sort_run, top_k, write_trec
+from .stage import Stage, register
 
-if TYPE_CHECKING:
-    from .experiment import Experiment
-    from .store import Artifact
+log = logging.getLogger(__name__)
 
 AGGREGATIONS = ("maxp", "avgp", "sump", "avg_top3")  # what `aggregation=` may choose
 METHODS = AGGREGATIONS + ("identity",)
@@ -56,39 +59,46 @@ def aggregate(run: pd.DataFrame, method: str, k: int | None = None) -> pd.DataFr
     return top_k(out, k) if k else sort_run(out)
 
 
-def node(exp: Experiment, unit_run: Artifact) -> Artifact:
-    """The family run stage: aggregate a unit run (identity for documents), drop self-hits, cut to k."""
-    import logging
-
-    from .store import Artifact
-
-    log = logging.getLogger(__name__)
-    method = "identity" if str(exp.cfg.granularity) == "document" else str(exp.cfg.aggregation)
-    k = int(exp.cfg.search.k)
-    params = {"aggregation": method, "k": k}
-    if exp.ds.self_ids:  # only datasets whose queries are also documents carry the flag
+def artifact(unit_run: Artifact, method: str, k: int, drop_self: bool) -> Artifact:
+    """The family run of a unit run: its aggregation (identity for documents) and cut-off ``k``;
+    ``drop_self`` only for datasets whose queries are also documents (keys without it unchanged)."""
+    params: dict = {"aggregation": method, "k": k}
+    if drop_self:
         params["drop_self_hits"] = True
-    art = Artifact("family_run", params, (unit_run,), {"stage": VERSION})
+    return Artifact(stage.FAMILY_RUN, params, (unit_run,), {"stage": VERSION})
 
-    def build(tmp):
-        from .runs import drop_self_hits, read_trec, write_trec
 
-        run = aggregate(read_trec(exp.store.path(unit_run) / "run.trec"), method)
-        dropped = 0
-        if exp.ds.self_ids:
-            run, dropped = drop_self_hits(run, exp.ds.self_ids)
-            log.info("dropped %d self-hit(s): queries whose own id is retrieved (dataset.drop_self_hits)", dropped)
-        run = top_k(run, k)
-        short = run.groupby("query_id").size()
-        if (short < k).any() and method != "identity":
-            log.warning(
-                "%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
-                int((short < k).sum()),
-                k,
-                exp.cfg.search.depth,
-            )
-        tag = exp.tag(art)
-        write_trec(run, tmp / "run.trec", tag)
-        return {"tag": tag, "self_hits_dropped": dropped}
+def build(tmp: Path, art: Artifact, unit_run_file: Path, self_ids: set, depth: int) -> dict:
+    """Aggregate the unit run in ``unit_run_file``, drop self-hits, cut to k, write ``run.trec``."""
+    method, k = art.params["aggregation"], art.params["k"]
+    run = aggregate(read_trec(unit_run_file), method)
+    dropped = 0
+    if art.params.get("drop_self_hits"):
+        run, dropped = drop_self_hits(run, self_ids)
+        log.info("dropped %d self-hit(s): queries whose own id is retrieved (dataset.drop_self_hits)", dropped)
+    run = top_k(run, k)
+    short = run.groupby("query_id").size()
+    if (short < k).any() and method != "identity":
+        log.warning(
+            "%d queries have fewer than %d families after aggregation: raise search.depth (now %d)",
+            int((short < k).sum()),
+            k,
+            depth,
+        )
+    name = tag(art)
+    write_trec(run, tmp / "run.trec", name)
+    return {"tag": name, "self_hits_dropped": dropped}
 
-    return exp.ensure(art, build, f"{method} family run")
+
+STAGE = register(
+    Stage(
+        stage.FAMILY_RUN,
+        "runs",
+        "family runs (aggregations)",
+        VERSION,
+        run=True,
+        tag=family_tag,
+        cost="aggregation",
+        describe="family run",
+    )
+)

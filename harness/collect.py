@@ -43,8 +43,9 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
+from . import stage
 from .results import ResultsError, drop_rows, read_rows
-from .store import ROOTS, Store, StoreError, _size, _tree_bytes, default_root, live_leases
+from .store import Store, StoreError, _size, _tree_bytes, default_root, live_leases
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,7 @@ def on_disk(store: Store) -> tuple[dict[str, Found], list[Path]]:
     """The store's finished artifacts by key (a folder with the store's ``meta.json`` whose kind
     and key are the folder's), and the other folders found there."""
     artifacts, foreign = {}, []
-    for kind, top in ROOTS.items():
+    for kind, top in stage.roots().items():
         folder = store.root / top / kind
         if not folder.is_dir():
             continue
@@ -194,7 +195,7 @@ def current(store: Store, rows: list[dict], sweep_args: Sequence[str]) -> tuple[
 def _dataset_folder_keys(store: Store, ds) -> set[str]:
     """A generated dataset (``mini``) lives in the store too: keep the folder it was read from."""
     path = Path((getattr(ds, "source", None) or {}).get("path", ""))
-    if path.parent == store.root / "indexes" / "dataset":
+    if path.parent == store.folder(stage.DATASET, path.name).parent:
         return {path.name}
     return set()
 

@@ -28,6 +28,8 @@ import pandas as pd
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
+from . import stage
+
 
 def paired(base: np.ndarray, other: np.ndarray) -> dict:
     diff = other - base
@@ -167,7 +169,10 @@ def per_query_tables(folders: dict[str, Path]) -> dict[str, pd.DataFrame]:
     judged = {}
     for name, folder in folders.items():  # the scores' dataset parent (content key) and qrels digest
         meta = json.loads((folder / "meta.json").read_text())
-        judged[name] = (next(p["key"] for p in meta["parents"] if p["kind"] == "dataset"), meta["params"].get("qrels"))
+        judged[name] = (
+            next(p["key"] for p in meta["parents"] if p["kind"] == stage.DATASET),
+            meta["params"].get("qrels"),
+        )
     if len(set(judged.values())) > 1:
         raise SystemExit(
             f"the systems were scored on different data or judgments ({judged}); paired tests need the "

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
+from . import stage
+from .errors import ConfigError
 
-class ConfigError(ValueError):
-    """A config value the harness cannot run with; the message names the key and the fix."""
+__all__ = ["ConfigError", "check", "fusion_weights", "run_config", "unselected_group_keys"]
 
 
 # Each choice is a string enum whose members are named by their values (``granularity=passage``).
@@ -627,3 +630,108 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
                 f"e.g. {group}={example} {o}"
             )
     return None
+
+
+# ----------------------------------------------------------------------------- inputs of an N-way fusion
+def _groups() -> dict:
+    """Optional config groups a fused run may name by file, and their schema."""
+    return {
+        "prf": PRFConf,
+        "dense_prf": DensePRFConf,
+        "query_reduction": QueryReductionConf,
+        "rerank": RerankConf,
+        "ltr": LTRConf,
+        "fusion": FusionConf,
+    }
+
+
+def run_config(cfg, overrides):
+    """The config of one input run of an N-way fusion: this experiment's, without fusion,
+    learning to rank and re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
+
+    Entries compose like a command line: a group chosen by name (``prf: rm3`` loads
+    ``conf/prf/rm3.yaml``) first, then dotted keys into it, whatever their order in the entry.
+    ``weight`` is fusion's. A run cannot be a fusion itself, be learned or be re-ranked (they apply
+    to the fused run: set them outside ``fusion.runs``). Levers inherited from the fused experiment
+    go only to runs of their backend (``prf`` and ``query_reduction`` to BM25 runs, ``dense_prf``
+    to dense ones)."""
+    sub = cfg.copy()
+    final = {s.group: s.in_fused_input for s in stage.stages() if s.group and s.in_fused_input}
+    for group in final:
+        sub[group] = None
+    conf = Path(__file__).resolve().parent.parent / "conf"
+    GROUPS = _groups()
+    items = [(str(k), v) for k, v in dict(overrides).items() if str(k) != "weight"]
+    for key, _ in items:
+        if key.split(".", 1)[0] in final:
+            what = final[key.split(".", 1)[0]]
+            raise ConfigError(
+                f"fusion.runs: {key!r} inside a run entry: an input run cannot be {what}. Fix: set "
+                f"{key.split('.', 1)[0]} outside fusion.runs (it applies to the fused run), or list "
+                f"the inner fusion's runs in this one."
+            )
+    items.sort(key=lambda kv: "." in kv[0])  # group choices before their keys (a stable sort keeps the rest)
+    chosen = {key.split(".", 1)[0] for key, _ in items}
+    for key, value in items:
+        group = key.split(".", 1)[0]
+        try:
+            if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
+                path = conf / key / f"{value}.yaml"
+                if not path.exists():
+                    raise ConfigError(
+                        f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
+                        f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}."
+                    )
+                value = OmegaConf.merge(OmegaConf.structured(GROUPS[key]), OmegaConf.load(path))
+            elif key in GROUPS and value in ("none", "null"):
+                value = None
+            elif group in GROUPS and "." in key and OmegaConf.select(sub, group) is None:
+                sub[group] = OmegaConf.structured(GROUPS[group])  # the schema's defaults, then the dotted value
+            OmegaConf.update(sub, key, value, merge=False)
+        except ConfigError:
+            raise
+        except Exception as e:  # omegaconf's validation errors: say which run and key
+            raise ConfigError(
+                f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}. Fix: a key of the experiment "
+                f"config (python -m harness.run --cfg job shows them), spelled as on the command "
+                f"line."
+            ) from e
+    for lever, backend in LEVER_BACKEND.items():
+        if lever not in chosen and str(sub.backend) != backend:
+            sub[lever] = None  # the fused experiment's lever, for the runs of its backend
+    check(sub)
+    return sub
+
+
+# ----------------------------------------------------------------------------- composing an experiment's config
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def compose(overrides: list[str]):
+    """The experiment's config. Overrides of Hydra itself (``hydra.launcher.cpus_per_task=1``,
+    ``hydra/launcher=...``) configure the launchers, not experiments: they are left to them."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    overrides = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
+    try:
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            return hydra_compose("config", overrides=overrides)
+    except (HydraException, OmegaConfBaseException, AssertionError) as e:
+        problem = unselected_group_keys(overrides)  # Hydra's assertion for a key of a null group, explained
+        if problem:
+            raise ConfigError(problem) from None
+        lines = [x.strip() for x in str(e).strip().splitlines() if x.strip() and not x.strip().startswith("To append")]
+        lines = lines or [type(e).__name__]
+        what = " ".join(lines[:3]).rstrip(".")
+        raise ConfigError(
+            f"overrides {' '.join(overrides)}: {what}. Fix: check the key and value against "
+            f"`python -m harness.run --help` and conf/ (experiments: "
+            f"{sorted(p.stem for p in (CONF / 'experiment').glob('*.yaml'))})."
+        ) from None

@@ -28,6 +28,7 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
+from . import stage
 from .data import schema as S
 from .data import views as V
 from .files import read_json as _read
@@ -192,11 +193,11 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
 
     from . import data, passages
     from .backends import bm25, get
+    from .config import compose
     from .data import synthetic
     from .data import views as V
     from .experiment import Experiment
     from .store import Store
-    from .sweep import compose
 
     with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp_name:
         tmp = Path(tmp_name)
@@ -360,52 +361,45 @@ def estimate(
     for n in nodes:
         if n.key not in missing:
             continue
-        p = n.params
-        if n.kind == "units":
+        p, model = n.params, stage.get(n.kind).cost  # each stage names the model that prices it
+        if model == "passaging":
             chars = view_chars(size, p["view"])
-            out["units"] += at(points, "passaging_s", chars)
-            reached("units", chars)
-        elif n.kind == "lucene":
+            out[n.kind] += at(points, "passaging_s", chars)
+            reached(n.kind, chars)
+        elif model == "bm25_index":
             chars = view_chars(size, _view(n))
-            reached("lucene", chars)
+            reached(n.kind, chars)
             units = n.parents[0].key
             if units in missing and units not in streamed:  # units written while they are indexed
                 streamed.add(units)
-                out["lucene"] += max(at(points, "streamed_s", chars) - at(points, "passaging_s", chars), 0.0)
+                out[n.kind] += max(at(points, "streamed_s", chars) - at(points, "passaging_s", chars), 0.0)
             else:
-                out["lucene"] += at(points, "index_file_s", chars)
-        elif n.kind == "embeddings":
+                out[n.kind] += at(points, "index_file_s", chars)
+        elif model == "encoding":
             count, length = unit_shape(n.parents[0], size, c, cfg)
-            out["embeddings"] += count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
-            reached("embeddings", length + 2)
-        elif n.kind == "faiss":
-            out["faiss"] += 0.05
-        elif n.kind == "unit_run":
+            out[n.kind] += count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
+            reached(n.kind, length + 2)
+        elif model == "flat_index":
+            out[n.kind] += 0.05
+        elif model == "search":
             q_chars = view_chars(size, p["query_view"], query=True)
             if p["backend"] == "bm25":
                 chars = view_chars(size, _view(n))
-                reached("unit_run", chars)
+                reached(n.kind, chars)
                 terms = max(1, nq) * distinct_terms(q_chars / max(1, nq) / 6.0)
-                out["unit_run"] += terms * at(points, "search_s_per_term", chars) + at(points, "search_fixed_s", chars)
+                out[n.kind] += terms * at(points, "search_s_per_term", chars) + at(points, "search_fixed_s", chars)
             else:
                 count, _ = unit_shape(_units_node(n), size, c, cfg)
                 q_len = min(q_chars / max(1, nq) / c["chars_per_token"], cfg.encoder.max_length)
-                out["unit_run"] += (
+                out[n.kind] += (
                     nq * seq_seconds(c, q_len + 2, gpu) + c["model_load_s"] + nq * count * 384 * c["flat_s_per_mac"]
                 )
-        elif n.kind == "family_run":
+        elif model == "aggregation":
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * _depth(n)
-        elif n.kind in (
-            "fused_run",
-            "reranked_run",
-            "ltr_features",
-            "ltr_identity",
-            "ltr_model",
-            "ltr_run",
-        ):  # inputs of search.k rows per query
+        elif model == "transform":  # inputs of search.k rows per query
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * 100 * max(1, len(n.parents))
-        elif n.kind == "scores":
-            out["scores"] += 0.15 + c["score_s_per_query"] * nq
+        elif model == "scoring":
+            out[n.kind] += 0.15 + c["score_s_per_query"] * nq
     return out
 
 
@@ -415,7 +409,7 @@ def _depth(family_run) -> int:
 
 
 def _units_node(n):
-    while n.kind != "units":
+    while stage.get(n.kind).cost != "passaging":
         n = n.parents[0]
     return n
 
@@ -426,10 +420,14 @@ def _view(n) -> str:
 
 def bm25_reach(nodes, missing: set, size: dict) -> float:
     """The largest BM25 index (characters of its view) the estimate has to predict."""
-    return max([view_chars(size, _view(n)) for n in nodes if n.key in missing and n.kind == "lucene"], default=0.0)
+    return max(
+        [view_chars(size, _view(n)) for n in nodes if n.key in missing and stage.get(n.kind).cost == "bm25_index"],
+        default=0.0,
+    )
 
 
-BM25_LINES = {"units": "passaging", "lucene": "indexing", "unit_run": "BM25 search"}
+# The calibration line of each cost model the BM25 points calibrate (by the stage that uses it).
+BM25_LINES = {"passaging": "passaging", "bm25_index": "indexing", "search": "BM25 search"}
 
 
 def calibration_ranges(c: dict, reach: dict) -> list[str]:
@@ -437,7 +435,7 @@ def calibration_ranges(c: dict, reach: dict) -> list[str]:
     pts = c["bm25_points"]
     lo, hi = pts[0]["chars"], pts[-1]["chars"]
     lines = []
-    for kind, what in BM25_LINES.items():
+    for kind, what in ((s.kind, BM25_LINES[s.cost]) for s in stage.stages() if s.cost in BM25_LINES):
         if kind in reach:
             x = reach[kind] / hi
             note = (
@@ -451,11 +449,10 @@ def calibration_ranges(c: dict, reach: dict) -> list[str]:
                 f"    {kind:12s} {what} calibrated on {_mb(lo)}-{_mb(hi)} of synthetic text in "
                 f"{POINT_LENGTH}-word passages ({len(pts)} points); reaches {_mb(reach[kind])}: {note}"
             )
-    if "embeddings" in reach:
+    for kind in (s.kind for s in stage.stages() if s.cost == "encoding" and s.kind in reach):
         lengths = c.get("encoder_lengths", [64, 256])
         lines.append(
-            f"    {'embeddings':12s} encoder timed at {lengths[0]}-{lengths[-1]} tokens; reaches "
-            f"{reach['embeddings']:.0f} tokens"
+            f"    {kind:12s} encoder timed at {lengths[0]}-{lengths[-1]} tokens; reaches {reach[kind]:.0f} tokens"
         )
     lines.append(
         f"    {'other':12s} run files and scoring: per row and per query, timed on a synthetic run of "

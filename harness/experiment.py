@@ -1,22 +1,25 @@
 """One experiment as a chain of stages, each an artifact: the data path of the design card.
 
-    corpus -> units -> index -> unit run -> family run -> [fused run] -> [re-ranked run] -> scores
-                               topics -^                                       qrels -^
+    corpus -> units -> index -> unit run -> family run -> [fused run] -> [learned run] -> [re-ranked run] -> scores
+                               topics -^                                                           qrels -^
 
-Each stage lives in its own module and owns its parameters, its artifact and its builder:
-:func:`harness.passages.node` (units), the backend's ``index`` and ``search``
-(:mod:`harness.backends`), :func:`harness.aggregate.node` (family run),
-:func:`harness.fuse.node` (fused run), :func:`harness.rerank.node` (domain-aware re-ranking),
-:func:`harness.evaluate.node` (scores). Levers are config groups: ``prf`` and ``dense_prf`` change a
-backend's search, ``fusion.runs`` fuses any list of runs, ``rerank`` transforms the final run. This module only
-chains them and asks the store, through :meth:`Experiment.ensure`, for each artifact. Keys include
-only what determines an artifact, so experiments share prefixes: every query view, aggregation and
-fusion over one target view shares its index; all four aggregations share one passage run; RRF
-reads the family runs the single-backend experiments made.
+Each stage lives in its own module, declares itself in the registry (:mod:`harness.stage`) and owns
+its parameters, its artifact and its builder: :mod:`harness.passages` (units), the backend's index
+(:mod:`harness.backends`), :mod:`harness.search` (unit run), :mod:`harness.aggregate` (family run),
+:mod:`harness.fuse` (fused run), :mod:`harness.ltr` (learned run), :mod:`harness.rerank`
+(domain-aware re-ranking), :mod:`harness.evaluate` (scores). This module chains them: it reads the
+config, hands each stage the values, files and tables it uses, and asks the store, through
+:meth:`Experiment.ensure`, for each artifact. The stages that build others on the way (a backend's
+index and embeddings, learning to rank's features and checks) receive the experiment as a
+:class:`harness.stage.Context`, never import it. Keys include only what determines an artifact,
+so experiments share prefixes: every query view, aggregation and fusion over one target view
+shares its index; all four aggregations share one passage run; RRF reads the family runs the
+single-backend experiments made.
 
-Run tags and results columns are read off the artifacts' parameters (:mod:`harness.naming`), and
-a tag ends in the run artifact's key: two configurations never share a name. ``plan=True`` builds nothing and returns
-the same nodes: the sweep listing counts and checks them.
+Run tags and results columns are read off the artifacts' parameters (:mod:`harness.naming`, as
+each run stage names itself), and a tag ends in the run artifact's key: two configurations never
+share a name. ``plan=True`` builds nothing and returns the same nodes: the sweep listing counts and
+checks them.
 """
 
 from __future__ import annotations
@@ -26,18 +29,20 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, faults, fuse, ltr, passages, rerank
+from . import aggregate, evaluate, faults, fuse, ltr, manifest, rerank, search, stage
+from .artifact import Artifact
 from .backends import get as backend
-from .config import ConfigError, check  # noqa: F401  (ConfigError: re-exported for callers)
+from .backends.dense import make_encoder
+from .config import ConfigError, check, fusion_weights, run_config  # noqa: F401  (ConfigError: re-exported)
 from .data import Dataset
 from .data import schema as S
 from .data import views as V
+from .models import resolve_model
 from .naming import columns, tag
-from .store import Artifact, DamagedArtifact, Store
+from .search import is_damaged  # noqa: F401  (re-exported for callers)
+from .store import Store
 
 log = logging.getLogger(__name__)
-
-RUN_KINDS = ("family_run", "fused_run", "ltr_run", "reranked_run")
 
 
 class Experiment:
@@ -98,8 +103,12 @@ class Experiment:
         if f is None:
             return [cfg]
         if f.runs:
-            return [fuse.run_config(cfg, r) for r in f.runs]
-        return [fuse.run_config(cfg, {"backend": str(b)}) for b in f.backends]
+            return [run_config(cfg, r) for r in f.runs]
+        return [run_config(cfg, {"backend": str(b)}) for b in f.backends]
+
+    def on(self, cfg: DictConfig, dataset: Dataset) -> Experiment:
+        """The same chain under another config and dataset, in the same store (``ltr.train``)."""
+        return Experiment(cfg, dataset, self.store, plan=self.plan)
 
     def part(self, cfg: DictConfig) -> Experiment:
         """The same experiment (store, dataset, nodes) under one input run's config."""
@@ -130,138 +139,97 @@ class Experiment:
 
     # ------------------------------------------------------------------ the chain
     def unit_run(self, name: str) -> Artifact:
-        be = backend(name)
-        index = be.index(self, self.units(be))
-        params = {
-            "query_view": str(self.cfg.query_fields),
-            "depth": int(self.cfg.search.depth),
-            "backend": name,
-            **be.run_params(self),
-        }
-        art = Artifact("unit_run", params, (index, self.topics_node), be.search_env(self))
-
-        def build(tmp):
-            from .runs import write_trec
-
-            topics = V.query_texts(self.ds.queries, params["query_view"])
-            try:
-                run, seconds, empty = be.search(self, index, topics, params)
-            except Exception as e:  # noqa: BLE001  (pyjnius raises JavaException for Lucene's errors)
-                if is_damaged(e):
-                    raise DamagedArtifact(
-                        index, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    ) from e
-                raise
-            if empty:
-                log.warning(
-                    "%d queries have an empty %s text and retrieve nothing (score 0), e.g. %s",
-                    len(empty),
-                    params["query_view"],
-                    empty[:3],
-                )
-            write_trec(run, tmp / "run.trec", f"units-{art.key}")
-            return {
-                "search_seconds": round(seconds, 3),
-                "queries": len(topics),
-                "empty_queries": empty,
-                "seconds_per_query": round(seconds / max(1, len(topics) - len(empty)), 5),
-            }
-
-        try:
-            return self.ensure(art, build, f"{name} search")
-        except DamagedArtifact as e:  # e.g. Lucene's CorruptIndexException: rebuild the index once
-            self.store.discard(e.artifact, str(e))
-            self.nodes.remove(e.artifact)
-            be.index(self, self.units(be))
-            return self.ensure(art, build, f"{name} search")
+        return search.node(self, name)
 
     def family_run(self, name: str) -> Artifact:
-        return aggregate.node(self, self.unit_run(name))
+        cfg = self.cfg
+        unit_run = self.unit_run(name)
+        method = "identity" if str(cfg.granularity) == "document" else str(cfg.aggregation)
+        art = aggregate.artifact(unit_run, method, int(cfg.search.k), bool(self.ds.self_ids))
+        run_file = self.store.path(unit_run) / "run.trec"
+        build = lambda tmp: aggregate.build(tmp, art, run_file, self.ds.self_ids, int(cfg.search.depth))  # noqa: E731
+        return self.ensure(art, build, f"{method} family run")
+
+    def fused_run(self, parts: list[Artifact]) -> Artifact:
+        f = self.cfg.fusion
+        art = fuse.artifact(parts, fuse.params_of(f, int(self.cfg.search.k), fusion_weights(f)))
+        files = [self.store.path(p) / "run.trec" for p in parts]
+        return self.ensure(art, lambda tmp: fuse.build(tmp, art, files), fuse.describe(art))
 
     def candidate_runs(self) -> list[Artifact]:
         """The family run, or the fusion of the input runs followed by those runs: what learning to
         rank takes its candidates and run features from (the first is the run it improves on)."""
         if self.cfg.fusion is not None:
             parts = [self.part(sub).family_run(str(sub.backend)) for sub in self.inputs]
-            return [fuse.node(self, parts), *parts]
+            return [self.fused_run(parts), *parts]
         return [self.family_run(str(self.cfg.backend))]
+
+    def reranked_run(self, run: Artifact) -> Artifact:
+        art = rerank.artifact(run, self.topics_node, self.cfg.rerank, int(self.cfg.search.k))
+        q = self.ds.queries
+        codes = dict(zip(q[S.QUERY_ID], q[S.IPC3]))
+        run_file = self.store.path(run) / "run.trec"
+        return self.ensure(
+            art, lambda tmp: rerank.build(tmp, art, run_file, codes, self.ds.doc_ipc3), rerank.STAGE.describe
+        )
 
     def final_run(self) -> Artifact:
         """The candidate runs' first; then learning to rank over them, and the domain-aware
         re-ranking, where chosen."""
         runs = self.candidate_runs()
         run = ltr.node(self, runs) if self.cfg.get("ltr") is not None else runs[0]
-        return rerank.node(self, run) if self.cfg.rerank is not None else run
+        return self.reranked_run(run) if self.cfg.rerank is not None else run
 
     def scores(self) -> Artifact:
-        return evaluate.node(self, self.final_run())
+        run = self.final_run()
+        art = evaluate.artifact(run, self.qrels_node, self.metrics)
 
-    # ------------------------------------------------------------------ helpers for stages
+        def build(tmp):
+            run_dir = self.store.path(run)
+            about = manifest.build(
+                self.cfg,
+                self.ds.source,
+                self.nodes + [art],
+                self.store.meta(run)["tag"],
+                run_dir / "run.trec",
+                self.timings(),
+            )
+            return evaluate.build(tmp, run_dir, self.ds, self.metrics, about)
+
+        return self.ensure(art, build, evaluate.STAGE.describe)
+
+    # ------------------------------------------------------------------ what stages ask of the context
     @property
     def encoder(self):
         """The dense encoder of this config, loaded once per experiment and its fused parts."""
-        from .backends.dense import make_encoder
-
         key = repr(OmegaConf.to_container(self.cfg.encoder, resolve=True, enum_to_str=True))
         if key not in self.encoders:
             self.encoders[key] = make_encoder(self.cfg.encoder)
         return self.encoders[key]
 
-    def units(self, be) -> Artifact:
-        """The units of a backend: built now, or (``streams_units``) by the backend while it indexes."""
-        return passages.node(self, be, build=not getattr(be, "streams_units", False))
-
     def hf_tokenizer(self):
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # heavy: only where windows are cut by the encoder's tokenizer
 
         from . import fast_tier_guard
 
         fast_tier_guard("encoder tokenizer")
-
-        from .backends.dense import resolve_model
-
         return AutoTokenizer.from_pretrained(resolve_model(self.cfg.encoder.model, self.cfg.encoder.revision))
 
     def tag(self, run: Artifact) -> str:
         return tag(run)
 
     def timings(self) -> dict:
-        """Index, encoding and query time of this experiment, read from its artifacts' meta.json."""
+        """Index, encoding and query time of this experiment, read from its artifacts' meta.json
+        (each stage says which of its fields feed which column)."""
         out = {"index_seconds": 0.0, "encode_seconds": 0.0, "search_seconds": 0.0, "seconds_per_query": 0.0}
         for n in self.nodes:
-            if n.kind == "dataset" or n.key in self.elsewhere or not self.store.exists(n):
+            fields = stage.get(n.kind).timings
+            if not fields or n.key in self.elsewhere or not self.store.exists(n):
                 continue
             m = self.store.meta(n)
-            if n.kind in ("lucene", "faiss"):
-                out["index_seconds"] += m.get("index_seconds", m.get("build_seconds", 0.0))
-            elif n.kind == "embeddings":
-                out["encode_seconds"] += m.get("encode_seconds", 0.0)
-            elif n.kind == "unit_run":
-                out["search_seconds"] += m.get("search_seconds", 0.0)
-                out["seconds_per_query"] += m.get("seconds_per_query", 0.0)
+            for column, keys in fields.items():
+                out[column] += next((m[k] for k in keys if k in m), 0.0)
         return {k: round(v, 5) for k, v in out.items()}
-
-
-def is_damaged(error: Exception) -> bool:
-    """Whether a search error means the index files are damaged (Lucene or Faiss), not the query."""
-    from .store import MissingFiles
-
-    if isinstance(error, MissingFiles):
-        return True
-    text = f"{type(error).__name__} {error}"
-    return any(
-        k in text
-        for k in (
-            "CorruptIndexException",
-            "IndexFormatTooOld",
-            "IndexFormatTooNew",
-            "EOFException",
-            "NoSuchFileException",
-            "FileNotFoundException",
-            "Error in faiss::",
-            "read error",
-        )
-    )
 
 
 def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None) -> dict:
@@ -271,13 +239,16 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
     run = scores.parents[0]
     meta = exp.store.meta(scores)
     name = tag(run)
-    learned = next((n for n in exp.nodes if n.kind == "ltr_run" and n in (run, *run.parents)), None)
+    chain = [run]  # the final run and the runs its transforms improve on
+    while (inner := stage.get(chain[-1].kind).inner) is not None:
+        chain.append(inner(chain[-1]))
+    identifying = [f for n in chain for f in exp.store.meta(n).get("identifying", [])]
     return {
         "experiment": cfg.get("name") or name,
         "dataset": dataset.name,
         **columns(run),
         # families the identity check flagged and ltr.allow_identifying let through (harness.ltr)
-        "ltr_identifying": ",".join(exp.store.meta(learned).get("identifying", [])) or None if learned else None,
+        "ltr_identifying": ",".join(identifying) or None,
         "tag": name,
         "metrics": exp.metrics,
         **meta["means"],

@@ -16,15 +16,15 @@ order, so the written ranks are the ones trec_eval evaluates.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pandas as pd
 
-from .runs import top_k, with_ranks
-
-if TYPE_CHECKING:
-    from .experiment import Experiment
-    from .store import Artifact
+from . import stage
+from .artifact import Artifact, lineage
+from .naming import prf_name, single_name, tag
+from .runs import read_trec, top_k, with_ranks, write_trec
+from .stage import Stage, register
 
 METHODS = ("rrf", "interpolation", "average")
 VERSION = 1  # of the fused-run builder (harness.env): bump when a change alters its run files
@@ -78,118 +78,82 @@ def fuse(
     return top_k(out, out_k) if out_k else out
 
 
-def params_of(f, out_k: int) -> dict:
+def params_of(f, out_k: int, weights: list[float]) -> dict:
     """The fused run's key: method, RRF constant, depth, and weights only where they are not all 1
-    (so unweighted fusions keep the keys they always had; ``average`` has none)."""
-    from .config import fusion_weights
-
+    (so unweighted fusions keep the keys they always had; ``average`` has none). ``weights``: the
+    checked weights of :func:`harness.config.fusion_weights`."""
     params = {"method": str(f.method), "depth": int(f.depth), "out_k": int(out_k)}
     if str(f.method) == "rrf":  # the RRF constant; normalised-score fusions have none
         params["k"] = int(f.k)
-    weights = fusion_weights(f)
     if str(f.method) != "average" and any(w != 1.0 for w in weights):
-        params["weights"] = weights
+        params["weights"] = list(weights)
     return params
 
 
-def node(exp: Experiment, parts: list[Artifact]) -> Artifact:
-    """The fused run stage: fusion of family runs (each an artifact other experiments share)."""
-    from .store import Artifact
-
-    params = params_of(exp.cfg.fusion, exp.cfg.search.k)
-    art = Artifact("fused_run", params, tuple(parts), {"stage": VERSION})
-
-    def build(tmp):
-        from .runs import read_trec, write_trec
-
-        runs = [read_trec(exp.store.path(p) / "run.trec") for p in parts]
-        tag = exp.tag(art)
-        write_trec(
-            fuse(runs, params["method"], params.get("k", 60), params.get("weights"), params["depth"], params["out_k"]),
-            tmp / "run.trec",
-            tag,
-        )
-        return {"tag": tag}
-
-    return exp.ensure(art, build, "RRF fused run" if params["method"] == "rrf" else f"{params['method']} fused run")
+def artifact(parts: list[Artifact], params: dict) -> Artifact:
+    """The fused run of family runs (each an artifact other experiments share)."""
+    return Artifact(stage.FUSED_RUN, params, tuple(parts), {"stage": VERSION})
 
 
-# ----------------------------------------------------------------------------- inputs of an N-way fusion
-def _groups() -> dict:
-    """Optional config groups a fused run may name by file, and their schema."""
-    from .config import DensePRFConf, FusionConf, LTRConf, PRFConf, QueryReductionConf, RerankConf
+def build(tmp: Path, art: Artifact, run_files: list[Path]) -> dict:
+    """Fuse the runs in ``run_files`` (the parents' order) into ``run.trec``."""
+    params = art.params
+    name = tag(art)
+    write_trec(
+        fuse(
+            [read_trec(f) for f in run_files],
+            params["method"],
+            params.get("k", 60),
+            params.get("weights"),
+            params["depth"],
+            params["out_k"],
+        ),
+        tmp / "run.trec",
+        name,
+    )
+    return {"tag": name}
 
+
+def describe(art: Artifact) -> str:
+    return "RRF fused run" if art.params["method"] == "rrf" else f"{art.params['method']} fused run"
+
+
+def fused_tag(run: Artifact) -> str:
+    """``rrf60-bm25+dense.TA-FULL.doc.<key>``: method and K, the fused runs (by backend and
+    feedback; by query view where the views differ), then the first run's views."""
+    rest, _ = single_name(run.parents[0])
+    views = [lineage(p)[stage.UNIT_RUN]["query_view"] for p in run.parents]
+    names = [single_name(p)[1] + prf_name(lineage(p)[stage.UNIT_RUN]) for p in run.parents]
+    if len(set(views)) > 1:  # N-way over query views: name each run's view
+        names = [f"{n}@{v}" for n, v in zip(names, views)]
+        rest = rest.split("-", 1)[1]
+    joined = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
+    w = "w" if "weights" in run.params else ""
+    return f"{run.params['method']}{run.params.get('k', '')}{w}-{joined}.{rest}.{run.key[:8]}"
+
+
+def fused_columns(params: dict | None) -> dict:
+    p = params or {}
     return {
-        "prf": PRFConf,
-        "dense_prf": DensePRFConf,
-        "query_reduction": QueryReductionConf,
-        "rerank": RerankConf,
-        "ltr": LTRConf,
-        "fusion": FusionConf,
+        "fusion": p.get("method"),
+        "fusion_k": p.get("k"),
+        "fusion_weights": "/".join(f"{w:g}" for w in p["weights"]) if "weights" in p else None,
     }
 
 
-def run_config(cfg, overrides):
-    """The config of one input run of an N-way fusion: this experiment's, without fusion,
-    learning to rank and re-ranking, with the run's overrides (``{backend: bm25, query_fields: KW, prf: rm3}``).
-
-    Entries compose like a command line: a group chosen by name (``prf: rm3`` loads
-    ``conf/prf/rm3.yaml``) first, then dotted keys into it, whatever their order in the entry.
-    ``weight`` is fusion's. A run cannot be a fusion itself, be learned or be re-ranked (they apply
-    to the fused run: set them outside ``fusion.runs``). Levers inherited from the fused experiment
-    go only to runs of their backend (``prf`` and ``query_reduction`` to BM25 runs, ``dense_prf``
-    to dense ones)."""
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from .config import LEVER_BACKEND, ConfigError, check
-
-    sub = cfg.copy()
-    sub.fusion = None
-    sub.rerank = None
-    sub.ltr = None
-    conf = Path(__file__).resolve().parent.parent / "conf"
-    GROUPS = _groups()
-    items = [(str(k), v) for k, v in dict(overrides).items() if str(k) != "weight"]
-    for key, _ in items:
-        if key.split(".", 1)[0] in ("fusion", "rerank", "ltr"):
-            what = {"fusion": "a fusion itself", "rerank": "re-ranked on its own", "ltr": "learned on its own"}[
-                key.split(".", 1)[0]
-            ]
-            raise ConfigError(
-                f"fusion.runs: {key!r} inside a run entry: an input run cannot be {what}. Fix: set "
-                f"{key.split('.', 1)[0]} outside fusion.runs (it applies to the fused run), or list "
-                f"the inner fusion's runs in this one."
-            )
-    items.sort(key=lambda kv: "." in kv[0])  # group choices before their keys (a stable sort keeps the rest)
-    chosen = {key.split(".", 1)[0] for key, _ in items}
-    for key, value in items:
-        group = key.split(".", 1)[0]
-        try:
-            if key in GROUPS and isinstance(value, str) and value not in ("none", "null"):
-                path = conf / key / f"{value}.yaml"
-                if not path.exists():
-                    raise ConfigError(
-                        f"fusion.runs: {key}={value!r} names no {path}. Fix: one of "
-                        f"{sorted(p.stem for p in path.parent.glob('*.yaml'))}."
-                    )
-                value = OmegaConf.merge(OmegaConf.structured(GROUPS[key]), OmegaConf.load(path))
-            elif key in GROUPS and value in ("none", "null"):
-                value = None
-            elif group in GROUPS and "." in key and OmegaConf.select(sub, group) is None:
-                sub[group] = OmegaConf.structured(GROUPS[group])  # the schema's defaults, then the dotted value
-            OmegaConf.update(sub, key, value, merge=False)
-        except ConfigError:
-            raise
-        except Exception as e:  # omegaconf's validation errors: say which run and key
-            raise ConfigError(
-                f"fusion.runs: {key}={value!r}: {str(e).splitlines()[0]}. Fix: a key of the experiment "
-                f"config (python -m harness.run --cfg job shows them), spelled as on the command "
-                f"line."
-            ) from e
-    for lever, backend in LEVER_BACKEND.items():
-        if lever not in chosen and str(sub.backend) != backend:
-            sub[lever] = None  # the fused experiment's lever, for the runs of its backend
-    check(sub)
-    return sub
+STAGE = register(
+    Stage(
+        stage.FUSED_RUN,
+        "runs",
+        "fused runs",
+        VERSION,
+        group="fusion",
+        run=True,
+        combines=True,
+        tag=fused_tag,
+        columns=fused_columns,
+        in_fused_input="a fusion itself",
+        cost="transform",
+        describe="fused run",
+    )
+)

@@ -73,24 +73,33 @@ and fold).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .config import ConfigError
-from .runs import top_k, with_ranks
-
-if TYPE_CHECKING:
-    from omegaconf import DictConfig
-
-    from .experiment import Experiment
-    from .store import Artifact
+from . import data, env, stage
+from .aggregate import families
+from .artifact import Artifact
+from .data import schema as S
+from .data import views as V
+from .data.qrels import subset
+from .errors import ConfigError
+from .evaluate import per_query
+from .files import write_json_atomic
+from .naming import inner_stem, tag
+from .results import find, scores_dir
+from .runs import read_trec, top_k, with_ranks, write_trec
+from .select import holm, stratified_folds
+from .significance import max_statistic_test
+from .stage import Context, Stage, register
+from .store import default_results
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +132,6 @@ def run_features(
     """The ``run`` family: per input run ``i``, ``r{i}_score``, ``r{i}_norm``, ``r{i}_rank``; with
     ``passages[i]`` (a unit run of passages ``family#n``), ``r{i}_npass`` and ``r{i}_avgp``; and
     ``n_runs``, the number of runs that retrieved the candidate."""
-    from .aggregate import families
-
     out = pd.DataFrame(index=pd.MultiIndex.from_frame(cands[["query_id", "doc_id"]]))
     found = np.zeros(len(cands), dtype=np.int64)
     for i, run in enumerate(runs):
@@ -414,7 +421,7 @@ def lgb_params(p: dict) -> dict:
 
 def fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, params: dict):
     """One LambdaRank model over the rows of ``x`` (grouped by ``qids``, in order)."""
-    import lightgbm as lgb
+    import lightgbm as lgb  # heavy: only where a model is fitted
 
     x = _some_column(x)
     order = np.argsort(qids.to_numpy(), kind="stable")
@@ -515,8 +522,6 @@ def nested_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series,
 
 def folds_of(positives: pd.DataFrame, k: int, seed: int) -> pd.Series:
     """``harness.select``'s folds over the queries with a positive (stratified by OUT positives)."""
-    from .select import stratified_folds
-
     pos = positives[positives["relevance"].astype(float) > 0]
     qids = sorted(pos["query_id"].unique())
     if k > len(qids):
@@ -612,9 +617,6 @@ def _held_ndcg(
     params: dict,
     extra=None,
 ) -> dict:
-    from .data.qrels import subset
-    from .evaluate import per_query
-
     scores, _ = cross_fit(table[cols], y, table["query_id"], fold, params, extra)
     run = top_k(
         pd.DataFrame({"query_id": table["query_id"], "doc_id": table["doc_id"], "score": scores}), params["out_k"]
@@ -649,8 +651,6 @@ def identity_check(
     extra columns to split on; the redrawn control has those columns too.) One draw varies as much
     as the effect of a coarse family, so each arm is the per-query mean over :data:`REPLICATES`
     draws; the test is over queries, given those models."""
-    from .significance import max_statistic_test
-
     fams = [f for f in params["features"] if f in DOCUMENT_FAMILIES]
     out: dict = {"alpha": ALPHA, "families": {}, "identifying": [], "seed": seed}
     if not fams:
@@ -703,8 +703,6 @@ def identity_check(
             entry["p"][s] = float(max_statistic_test(d[:, None], 0, seed)["p_max_statistic"]) if len(d) else 1.0
             tests.append((fam, s))
         out["families"][fam] = entry
-    from .select import holm
-
     corrected = holm([out["families"][f]["p"][s] for f, s in tests])
     for (fam, s), p in zip(tests, corrected):
         out["families"][fam].setdefault("p_holm", {})[s] = float(p)
@@ -743,10 +741,6 @@ def read_prior(path: str | Path, scored_queries) -> tuple[dict, str]:
     """``{doc id: number of queries citing it}`` from judgments that are not scored: a TREC qrels
     file (``qid 0 docid rel``) or a DAPFAM-format qrels parquet (or its folder). Refused when those
     judgments cover a query being scored. Returns the counts and the file's digest."""
-    import hashlib
-
-    from .config import ConfigError
-
     p = Path(path)
     if p.is_dir():
         p = p / "qrels_all.parquet"
@@ -786,56 +780,47 @@ class IdentifyingFeature(Exception):
     """A feature family the identity check flags and ``ltr.allow_identifying`` does not name."""
 
 
-def _passages(exp: Experiment, run: Artifact) -> pd.DataFrame | None:
+def _passages(ctx: Context, run: Artifact) -> pd.DataFrame | None:
     """The unit run of passages behind a family run (None for documents or fused runs)."""
-    from .runs import read_trec
-
-    if run.kind != "family_run" or run.params.get("aggregation") == "identity":
+    if run.kind != stage.FAMILY_RUN or run.params.get("aggregation") == "identity":
         return None
-    return read_trec(exp.store.path(run.parents[0]) / "run.trec")
+    return read_trec(ctx.store.path(run.parents[0]) / "run.trec")
 
 
-def features_node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
+def features_node(ctx: Context, inputs: list[Artifact]) -> Artifact:
     """The pair features of the candidates of ``inputs`` (the final run first), and the per-query
     and per-document values the document families are computed from."""
-    from . import env
-    from .data import schema as S
-    from .data import views as V
-    from .store import Artifact
-
-    depth = int(exp.cfg.ltr.depth)
+    depth = int(ctx.cfg.ltr.depth)
     art = Artifact(
-        "ltr_features",
-        {"depth": depth, "query_view": str(exp.cfg.query_fields), "target_view": str(exp.cfg.target_fields)},
-        (*inputs, exp.topics_node, exp.corpus_node),
+        stage.LTR_FEATURES,
+        {"depth": depth, "query_view": str(ctx.cfg.query_fields), "target_view": str(ctx.cfg.target_fields)},
+        (*inputs, ctx.topics_node, ctx.corpus_node),
         {"stage": FEATURES_VERSION, "lightgbm": env.version("lightgbm")},
     )
 
     def build(tmp):
-        from .runs import read_trec
-
-        runs = [read_trec(exp.store.path(r) / "run.trec") for r in inputs]
-        passages = {i: p for i, r in enumerate(inputs) if (p := _passages(exp, r)) is not None}
+        runs = [read_trec(ctx.store.path(r) / "run.trec") for r in inputs]
+        passages = {i: p for i, r in enumerate(inputs) if (p := _passages(ctx, r)) is not None}
         cands = candidates(runs, depth)
-        q = exp.ds.queries
+        q = ctx.ds.queries
         qfull = dict(zip(q[S.QUERY_ID], q[S.IPC_FULL])) if S.IPC_FULL in q.columns else None
         try:
-            dfull = exp.ds.doc_ipc_codes if qfull is not None else None
+            dfull = ctx.ds.doc_ipc_codes if qfull is not None else None
         except Exception:  # noqa: BLE001  (a corpus without full codes: IPC4 features are NaN)
             dfull, qfull = None, None
         qtext = V.query_texts(q, art.params["query_view"])
-        words = {d: len(t.split()) for d, t in V.target_texts(exp.ds.corpus, art.params["target_view"])}
+        words = {d: len(t.split()) for d, t in V.target_texts(ctx.ds.corpus, art.params["target_view"])}
         table = pd.concat([cands, run_features(cands, runs, depth, passages)], axis=1)
         table["q_len"] = cands["query_id"].map(lambda x: len(qtext.get(x, "").split())).astype(float)
         table.to_parquet(tmp / "features.parquet", index=False)
         side_table(q[S.QUERY_ID], dict(zip(q[S.QUERY_ID], q[S.IPC3])) if S.IPC3 in q.columns else {}, qfull).to_parquet(
             tmp / "queries.parquet"
         )
-        ids = set(exp.ds.doc_ipc3) | set(words)
-        side_table(ids, exp.ds.doc_ipc3, dfull, words).to_parquet(tmp / "docs.parquet")
+        ids = set(ctx.ds.doc_ipc3) | set(words)
+        side_table(ids, ctx.ds.doc_ipc3, dfull, words).to_parquet(tmp / "docs.parquet")
         return {"candidates": len(cands), "features": [c for c in table.columns if c not in ("query_id", "doc_id")]}
 
-    return exp.ensure(art, build, "LTR features")
+    return ctx.ensure(art, build, "LTR features")
 
 
 def read_features(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -867,45 +852,42 @@ def params_of(t, out_k: int) -> dict:
     return p
 
 
-def identity_node(exp: Experiment, feats: Artifact, params: dict, prior: dict | None) -> Artifact:
+def identity_node(ctx: Context, feats: Artifact, params: dict, prior: dict | None) -> Artifact:
     """The identity check of a learned run's configuration (module docstring), cached."""
-    from . import env
-    from .store import Artifact, write_json_atomic
-
     keyed = {k: v for k, v in params.items() if k not in ("allow_identifying", "nested")}
     art = Artifact(
-        "ltr_identity", keyed, (feats, exp.qrels_node), {"stage": IDENTITY_VERSION, "lightgbm": env.version("lightgbm")}
+        stage.LTR_IDENTITY,
+        keyed,
+        (feats, ctx.qrels_node),
+        {"stage": IDENTITY_VERSION, "lightgbm": env.version("lightgbm")},
     )
 
     def build(tmp):
-        f, q, d = read_features(exp.store.path(feats))
-        result = identity_check(f, exp.ds.positives, params, q, d, prior, seed=params["seed"])
+        f, q, d = read_features(ctx.store.path(feats))
+        result = identity_check(f, ctx.ds.positives, params, q, d, prior, seed=params["seed"])
         write_json_atomic(tmp / "identity.json", result)
         return {"identifying": result["identifying"]}
 
-    return exp.ensure(art, build, "LTR identity check")
+    return ctx.ensure(art, build, "LTR identity check")
 
 
-def node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
+def node(ctx: Context, inputs: list[Artifact]) -> Artifact:
     """The learned run stage over the final run and its inputs (cross-fitted, or trained on another
     dataset with ``ltr.train``; module docstring)."""
-    from . import env
-    from .store import Artifact
-
-    t = exp.cfg.ltr
-    feats = features_node(exp, inputs)
-    params = params_of(t, exp.cfg.search.k)
+    t = ctx.cfg.ltr
+    feats = features_node(ctx, inputs)
+    params = params_of(t, ctx.cfg.search.k)
     if t.get("train"):
-        learned = transfer_node(exp, feats, params)
+        learned = transfer_node(ctx, feats, params)
         if learned is not None:
             return learned
     prior = None
     if t.get("prior"):
-        prior, params["prior"] = read_prior(t.prior, exp.ds.query_ids)
-    ident = identity_node(exp, feats, params, prior)
+        prior, params["prior"] = read_prior(t.prior, ctx.ds.query_ids)
+    ident = identity_node(ctx, feats, params, prior)
     identity = None
-    if not exp.plan:
-        identity = json.loads((exp.store.path(ident) / "identity.json").read_text())
+    if not ctx.plan:
+        identity = json.loads((ctx.store.path(ident) / "identity.json").read_text())
         for line in format_identity(identity):
             log.info("%s", line)
         refused = [f for f in identity["identifying"] if f not in params.get("allow_identifying", [])]
@@ -918,40 +900,38 @@ def node(exp: Experiment, inputs: list[Artifact]) -> Artifact:
                 f"the ranker would learn which documents other queries' judgments cite. Fix: drop it from "
                 f"ltr.features, or name it in ltr.allow_identifying=[{refused[0]}] to run it anyway (tagged)."
             )
-    art = Artifact("ltr_run", params, (feats, exp.qrels_node), {"stage": VERSION, "lightgbm": env.version("lightgbm")})
+    art = Artifact(
+        stage.LTR_RUN, params, (feats, ctx.qrels_node), {"stage": VERSION, "lightgbm": env.version("lightgbm")}
+    )
 
     def build(tmp):
-        from .runs import write_trec
-
-        f, q, d = read_features(exp.store.path(feats))
-        run, models, imp, inner = learned_run(f, exp.ds.positives, params, q, d, prior, nested=params["nested"])
+        f, q, d = read_features(ctx.store.path(feats))
+        run, models, imp, inner = learned_run(f, ctx.ds.positives, params, q, d, prior, nested=params["nested"])
         (tmp / "models").mkdir()
         for k, m in models.items():
             m.booster_.save_model(str(tmp / "models" / f"fold{k}.txt"))
         imp.to_csv(tmp / "importance.csv", index=False)
-        folds_of(exp.ds.positives, params["folds"], params["seed"]).rename_axis("query_id").to_csv(tmp / "folds.csv")
+        folds_of(ctx.ds.positives, params["folds"], params["seed"]).rename_axis("query_id").to_csv(tmp / "folds.csv")
         if inner is not None:
             inner.to_parquet(tmp / "nested.parquet", index=False)
-        tag = exp.tag(art)
-        write_trec(run, tmp / "run.trec", tag)
+        name = tag(art)
+        write_trec(run, tmp / "run.trec", name)
         by_family = imp.groupby("family")["gain"].sum()
         assert identity is not None
         return {
-            "tag": tag,
+            "tag": name,
             "learned_from": "cross-fitted",
             "gain_share": (by_family / max(by_family.sum(), 1e-12)).round(4).to_dict(),
             "identity": identity,
             "identifying": [f for f in identity["identifying"] if f in params.get("allow_identifying", [])],
         }
 
-    return exp.ensure(art, build, "learned run (LambdaRank, cross-fitted)")
+    return ctx.ensure(art, build, "learned run (LambdaRank, cross-fitted)")
 
 
 def train_dataset_config(train: str, like) -> DictConfig:
     """The dataset config of ``ltr.train``: ``mini``, or a DAPFAM-format folder, read with the same
     options (domain source, unknown ids, self hits) as the dataset it is applied to."""
-    from omegaconf import DictConfig, OmegaConf
-
     opts = {k: like.get(k) for k in ("domain_source", "unknown_ids", "drop_self_hits") if like.get(k) is not None}
     if train == "mini":
         mini = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "dataset" / "mini.yaml")
@@ -961,31 +941,23 @@ def train_dataset_config(train: str, like) -> DictConfig:
     return OmegaConf.create({"type": "local", "path": str(train), **opts})
 
 
-def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | None:
+def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | None:
     """``ltr.train``: the same experiment's runs on the training dataset, one model learned from
     all of its judgments, applied to this dataset's candidates (whose judgments it never reads).
     None where the training dataset is this one (cross-fitting stays the rule); refused where its
     judgments cover some of the queries scored here."""
-    from omegaconf import DictConfig, OmegaConf, open_dict
-
-    from . import data, env
-    from .experiment import Experiment
-    from .store import Artifact
-
-    train = str(exp.cfg.ltr.train)
-    cfg_a = OmegaConf.create(OmegaConf.to_container(exp.cfg, resolve=True))
+    train = str(ctx.cfg.ltr.train)
+    cfg_a = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
     assert isinstance(cfg_a, DictConfig)
     with open_dict(cfg_a):
         cfg_a.ltr.train = None
-        cfg_a.dataset = train_dataset_config(train, exp.cfg.dataset)
-    ds_a = data.load(cfg_a.dataset, exp.store.root)
-    exp_a = Experiment(cfg_a, ds_a, exp.store, plan=exp.plan)
-    if ds_a.qrels_digest == exp.ds.qrels_digest and ds_a.topics_fingerprint == exp.ds.topics_fingerprint:
+        cfg_a.dataset = train_dataset_config(train, ctx.cfg.dataset)
+    ds_a = data.load(cfg_a.dataset, ctx.store.root)
+    ctx_a = ctx.on(cfg_a, ds_a)
+    if ds_a.qrels_digest == ctx.ds.qrels_digest and ds_a.topics_fingerprint == ctx.ds.topics_fingerprint:
         log.info("ltr.train=%s is the dataset being scored: cross-fitting over its queries instead", train)
         return None
-    from .data import views as V
-
-    text_a, text_b = V.query_texts(ds_a.queries, "TA"), V.query_texts(exp.ds.queries, "TA")
+    text_a, text_b = V.query_texts(ds_a.queries, "TA"), V.query_texts(ctx.ds.queries, "TA")
     judged_a = set(ds_a.positives["query_id"])
     shared = sorted(q for q in text_b if q in judged_a and text_a.get(q) == text_b[q])  # the same query, judged in A
     if shared:
@@ -994,16 +966,16 @@ def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | 
             f"a model trained on them has seen the labels it is scored on. Fix: train on other queries (python -m "
             f"harness.data.split makes two halves), or drop ltr.train to cross-fit over this dataset's queries."
         )
-    feats_a = features_node(exp_a, exp_a.candidate_runs())
+    feats_a = features_node(ctx_a, ctx_a.candidate_runs())
     # The run's lineage (manifest, gc) holds the training dataset's artifacts; its timings do not.
-    exp.elsewhere.update(n.key for n in exp_a.nodes if n not in exp.nodes)
-    exp.nodes.extend(n for n in exp_a.nodes if n not in exp.nodes)
+    ctx.elsewhere.update(n.key for n in ctx_a.nodes if n not in ctx.nodes)
+    ctx.nodes.extend(n for n in ctx_a.nodes if n not in ctx.nodes)
     keyed = {k: v for k, v in params.items() if k not in ("out_k", "nested", "allow_identifying")}
     environment = {"stage": MODEL_VERSION, "lightgbm": env.version("lightgbm")}
-    model = Artifact("ltr_model", keyed, (feats_a, exp_a.qrels_node), environment)
+    model = Artifact(stage.LTR_MODEL, keyed, (feats_a, ctx_a.qrels_node), environment)
 
     def build_model(tmp):
-        f, q, d = read_features(exp.store.path(feats_a))
+        f, q, d = read_features(ctx.store.path(feats_a))
         table = full_table(f, q, d, params["features"])
         cols = feature_columns(table, params["features"])
         y = labels(table, ds_a.positives)
@@ -1019,21 +991,22 @@ def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | 
         _importance({"all": m}, list(x.columns)).to_csv(tmp / "importance.csv", index=False)
         return {"trained_on": ds_a.name, "train_source": ds_a.source, "queries": int(table["query_id"].nunique())}
 
-    exp.ensure(model, build_model, f"LTR model trained on {train}")
+    ctx.ensure(model, build_model, f"LTR model trained on {train}")
     name = Path(train).name or train
     art = Artifact(
-        "ltr_run", {**params, "train": name}, (feats, model), {"stage": VERSION, "lightgbm": env.version("lightgbm")}
+        stage.LTR_RUN,
+        {**params, "train": name},
+        (feats, model),
+        {"stage": VERSION, "lightgbm": env.version("lightgbm")},
     )
 
     def build(tmp):
-        import lightgbm as lgb
+        import lightgbm as lgb  # heavy: only where a model is applied
 
-        from .runs import write_trec
-
-        booster = lgb.Booster(model_file=str(exp.store.path(model) / "model.txt"))
-        f, q, d = read_features(exp.store.path(feats))
+        booster = lgb.Booster(model_file=str(ctx.store.path(model) / "model.txt"))
+        f, q, d = read_features(ctx.store.path(feats))
         table = full_table(f, q, d, params["features"])
-        rates = exp.store.path(model) / "pair_rates.pkl"
+        rates = ctx.store.path(model) / "pair_rates.pkl"
         if rates.exists():  # A's class-pair rates over this dataset's pairs (its labels never read)
             learned = PairStats(table, q, d).columns(pd.read_pickle(rates))
             table = pd.concat([table.reset_index(drop=True), learned], axis=1)
@@ -1041,24 +1014,81 @@ def transfer_node(exp: Experiment, feats: Artifact, params: dict) -> Artifact | 
             run = apply_model(booster, table, params["out_k"])
         except ValueError as e:
             raise IdentifyingFeature(f"ltr.train={train}: {e}") from None
-        tag = exp.tag(art)
-        write_trec(run, tmp / "run.trec", tag)
-        return {"tag": tag, "learned_from": f"trained on {train}", "identity": {"transfer": name}, "identifying": []}
+        run_tag = tag(art)
+        write_trec(run, tmp / "run.trec", run_tag)
+        return {
+            "tag": run_tag,
+            "learned_from": f"trained on {train}",
+            "identity": {"transfer": name},
+            "identifying": [],
+        }
 
-    return exp.ensure(art, build, f"learned run (LambdaRank trained on {train})")
+    return ctx.ensure(art, build, f"learned run (LambdaRank trained on {train})")
+
+
+# ----------------------------------------------------------------------------- how the stages name themselves
+def ltr_label(params: dict) -> str:
+    """``lambdamart(doc+ipc+run,ow=2)``: a learned run's feature families and OUT gain, and where
+    named, the identifying families allowed and the dataset it was trained on."""
+    extra = "".join(
+        f",{k}={v}"
+        for k, v in (
+            ("allow", "+".join(params.get("allow_identifying", []))),
+            ("train", params.get("train")),
+        )
+        if v
+    )
+    return f"{params['method']}({'+'.join(params['features'])},ow={params['out_weight']:g}{extra})"
+
+
+def learned_tag(run: Artifact) -> str:
+    """The run it improves on, then ``ltr-<families>-ow<gain>``, the identifying families allowed
+    and the training dataset where named, and the key."""
+    p = run.params
+    fam = "".join(SHORT.get(f, f[0]) for f in p["features"])
+    allow = "-id" + "".join(SHORT.get(f, f[0]) for f in p["allow_identifying"]) if p.get("allow_identifying") else ""
+    train = f"-tr{p['train']}" if p.get("train") else ""
+    return f"{inner_stem(learned_from(run))}.ltr-{fam}-ow{p['out_weight']:g}{allow}{train}.{run.key[:8]}"
+
+
+def learned_from(run: Artifact) -> Artifact:
+    """The run a learned run improves on: its features' first parent (the final run)."""
+    return run.parents[0].parents[0]
+
+
+STAGES = (
+    register(Stage(stage.LTR_FEATURES, "runs", "LTR feature tables", FEATURES_VERSION, cost="transform")),
+    register(Stage(stage.LTR_IDENTITY, "runs", "LTR identity checks", IDENTITY_VERSION, cost="transform")),
+    register(Stage(stage.LTR_MODEL, "runs", "LTR models trained on another dataset", MODEL_VERSION, cost="transform")),
+    register(
+        Stage(
+            stage.LTR_RUN,
+            "runs",
+            "learned runs (LTR)",
+            VERSION,
+            group="ltr",
+            run=True,
+            inner=learned_from,
+            tag=learned_tag,
+            columns=lambda params: {"ltr": ltr_label(params) if params else None},
+            system=" + LTR",
+            in_fused_input="learned on its own",
+            cost="transform",
+            describe="learned run",
+        )
+    ),
+)
 
 
 # ----------------------------------------------------------------------------- command line
 def learned_artifact(results: Path, scores_key: str) -> tuple[dict, Path | None]:
     """The results row of ``scores_key`` and the folder of its learned run (None: no learned ranker)."""
-    from .results import find, scores_dir
-
     row = find(results, scores_key)
     folder = scores_dir(results, row)
     runs = Path(results).resolve().parent
     meta = json.loads((folder / "meta.json").read_text())
-    while meta["kind"] != "ltr_run":
-        if meta["kind"] not in ("scores", "reranked_run"):
+    while meta["kind"] != stage.LTR_RUN:
+        if meta["kind"] != stage.SCORES and stage.get(meta["kind"]).inner is None:  # no transform left
             return row, None
         parent = meta["parents"][0]
         folder = runs / parent["kind"] / parent["key"]
@@ -1073,8 +1103,6 @@ def main(argv=None) -> int:
     idc.add_argument("scores_key", help="a results row: its scores key, run tag or experiment name")
     idc.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
     a = ap.parse_args(argv)
-    from .store import default_results
-
     results = a.results or default_results()
     try:
         row, folder = learned_artifact(results, a.scores_key)

@@ -15,7 +15,9 @@ from importlib import metadata
 
 from omegaconf import OmegaConf
 
-from .store import file_checksum, stable_hash
+from . import stage
+from .artifact import stable_hash
+from .files import file_checksum
 
 PACKAGES = (
     "pyserini",
@@ -68,7 +70,7 @@ def model_info(cfg) -> dict:
 
 def build(cfg, dataset_source: dict, nodes: list, tag: str, run_path, timings: dict) -> dict:
     """The manifest of one experiment: its resolved config, data source, artifact path, tag and run."""
-    uses_dense = any(n.kind == "embeddings" for n in nodes)
+    uses_dense = any(n.kind == stage.EMBEDDINGS for n in nodes)
     return {
         "experiment": cfg.get("name") or tag,
         "tag": tag,
@@ -78,6 +80,6 @@ def build(cfg, dataset_source: dict, nodes: list, tag: str, run_path, timings: d
         "encoder": model_info(cfg) if uses_dense else None,
         "versions": versions(),
         "run_file_sha256": file_checksum(run_path),
-        "artifacts": [{"kind": n.kind, "key": n.key} for n in nodes if n.kind not in ("dataset", "scores")],
+        "artifacts": [{"kind": n.kind, "key": n.key} for n in nodes if n.kind not in (stage.DATASET, stage.SCORES)],
         "timings": timings,
     }

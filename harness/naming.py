@@ -2,27 +2,44 @@
 
 Both come from the parameters of the run's artifacts (its lineage), never from the config that
 asked for it, so two configurations that make the same run get the same name, and a tag always
-ends in the run artifact's key: two different runs never share one.
+ends in the run artifact's key: two different runs never share one. Each run stage says how it
+names itself (:class:`harness.stage.Stage`'s ``tag`` and ``columns``); this module holds what
+they share: the name of a single run and the columns read off its units, search and family run.
 """
 
 from __future__ import annotations
 
-from .store import Artifact
+from . import stage
+from .artifact import Artifact, lineage
+
+__all__ = ["lineage", "tag", "columns", "family_tag", "single_name", "prf_name", "prf_label", "system"]
+
+# The results table's config columns, in order (a stage's own columns not listed here come last).
+ORDER = (
+    "query_fields",
+    "target_fields",
+    "granularity",
+    "passage_length",
+    "passage_stride",
+    "aggregation",
+    "backend",
+    "fusion",
+    "fusion_k",
+    "bm25_k1",
+    "bm25_b",
+    "encoder",
+    "query_views",
+    "prf",
+    "fusion_weights",
+    "query_reduction",
+    "search_k",
+)
 
 
-def lineage(art: Artifact) -> dict[str, dict]:
-    """``{kind: params}`` along the first parents of a run, from the run down to the units."""
-    out: dict[str, dict] = {}
-    node: Artifact | None = art
-    while node is not None:
-        out.setdefault(node.kind, node.params)
-        node = node.parents[0] if node.parents else None
-    return out
-
-
-def _single(run: Artifact) -> tuple[str, str]:
+def single_name(run: Artifact) -> tuple[str, str]:
+    """``(TA-FULL.p128.maxp, bm25)``: a family run's views, granularity and aggregation, and its backend."""
     p = lineage(run)
-    u, r, f = p["units"], p["unit_run"], p["family_run"]
+    u, r, f = p[stage.UNITS], p[stage.UNIT_RUN], p[stage.FAMILY_RUN]
     gran = "doc" if u["granularity"] == "document" else f"p{u['length']}"
     if u["granularity"] == "passage" and u["stride"] != u["length"]:
         gran += f"s{u['stride']}"
@@ -30,23 +47,9 @@ def _single(run: Artifact) -> tuple[str, str]:
     return f"{r['query_view']}-{u['view']}.{gran}{agg}", r["backend"]
 
 
-def _prf_name(unit_run: dict) -> str:
+def prf_name(unit_run: dict) -> str:
     p, q = unit_run.get("prf"), unit_run.get("query_reduction")
     return (f"-{p['method'][:3]}" if p else "") + (f"-{q['method']}{q['n_terms']}" if q else "")
-
-
-def ltr_label(params: dict) -> str:
-    """``lambdamart(doc+ipc+run,ow=2)``: a learned run's feature families and OUT gain, and where
-    named, the identifying families allowed and the dataset it was trained on."""
-    extra = "".join(
-        f",{k}={v}"
-        for k, v in (
-            ("allow", "+".join(params.get("allow_identifying", []))),
-            ("train", params.get("train")),
-        )
-        if v
-    )
-    return f"{params['method']}({'+'.join(params['features'])},ow={params['out_weight']:g}{extra})"
 
 
 def prf_label(unit_run: dict) -> str | None:
@@ -63,56 +66,50 @@ def prf_label(unit_run: dict) -> str | None:
     return f"{unit_run['backend']}:{p['method']}(" + ",".join(f"{p[k]:g}" for k in keys[p["method"]]) + ")"
 
 
+def family_tag(run: Artifact) -> str:
+    """The tag of a single (family) run: backend, PRF, views, granularity, aggregation, key."""
+    rest, name = single_name(run)
+    return f"{name}{prf_name(lineage(run)[stage.UNIT_RUN])}.{rest}.{run.key[:8]}"
+
+
 def tag(run: Artifact) -> str:
     """A readable TREC run tag (backend, PRF, views, granularity, aggregation, fusion, re-ranking)
-    and the run's key."""
-    if run.kind == "reranked_run":
-        inner = tag(run.parents[0]).rsplit(".", 1)[0]
-        return f"{inner}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
-    if run.kind == "ltr_run":  # parents: (features, qrels); the features' first parent is the final run
-        inner = tag(run.parents[0].parents[0]).rsplit(".", 1)[0]
-        from .ltr import SHORT
+    and the run's key, as the run's stage names itself."""
+    s = stage.get(run.kind)
+    if s.tag is None:
+        raise ValueError(f"a {run.kind} artifact is not a run: it has no tag")
+    return s.tag(run)
 
-        p = run.params
-        fam = "".join(SHORT.get(f, f[0]) for f in p["features"])
-        allow = (
-            "-id" + "".join(SHORT.get(f, f[0]) for f in p["allow_identifying"]) if p.get("allow_identifying") else ""
-        )
-        train = f"-tr{p['train']}" if p.get("train") else ""
-        return f"{inner}.ltr-{fam}-ow{p['out_weight']:g}{allow}{train}.{run.key[:8]}"
-    if run.kind == "fused_run":
-        rest, _ = _single(run.parents[0])
-        views = [lineage(p)["unit_run"]["query_view"] for p in run.parents]
-        names = [_single(p)[1] + _prf_name(lineage(p)["unit_run"]) for p in run.parents]
-        if len(set(views)) > 1:  # N-way over query views: name each run's view
-            names = [f"{n}@{v}" for n, v in zip(names, views)]
-            rest = rest.split("-", 1)[1]
-        joined = "+".join(names) if len("+".join(names)) <= 64 else f"{len(names)}runs"
-        w = "w" if "weights" in run.params else ""
-        return f"{run.params['method']}{run.params.get('k', '')}{w}-{joined}.{rest}.{run.key[:8]}"
-    rest, name = _single(run)
-    return f"{name}{_prf_name(lineage(run)['unit_run'])}.{rest}.{run.key[:8]}"
+
+def inner_stem(run: Artifact) -> str:
+    """The tag of the run a transform improves on, without its key (a transform appends its own)."""
+    return tag(run).rsplit(".", 1)[0]
 
 
 def columns(run: Artifact) -> dict:
-    """The results table's config columns, read off the run's artifacts."""
-    reranked = run.params if run.kind == "reranked_run" else None
-    if reranked:
-        run = run.parents[0]
-    learned = run.params if run.kind == "ltr_run" else None
-    if learned:
-        run = run.parents[0].parents[0]
-    fused = run.kind == "fused_run"
-    first = run.parents[0] if fused else run
-    p = lineage(first)
-    u, r, f = p["units"], p["unit_run"], p["family_run"]
-    runs = [lineage(x)["unit_run"] for x in (run.parents if fused else [run])]
+    """The results table's config columns, read off the run's artifacts: the transforms' own
+    (learning to rank, re-ranking; empty where a stage is not in the chain), then those of the
+    single or fused run underneath."""
+    own: dict = {}
+    for s in stage.stages():
+        if s.inner is not None and s.columns is not None:
+            own.update(s.columns(None))
+    while (s := stage.get(run.kind)).inner is not None:
+        if s.columns is not None:
+            own.update(s.columns(run.params))
+        run = s.inner(run)
+    s = stage.get(run.kind)
+    inputs = list(run.parents) if s.combines else [run]
+    for t in stage.stages():  # a combining stage's columns (empty where the run combines nothing)
+        if t.combines and t.columns is not None:
+            own = {**t.columns(run.params if t is s else None), **own}
+    p = lineage(inputs[0])
+    u, r, f = p[stage.UNITS], p[stage.UNIT_RUN], p[stage.FAMILY_RUN]
+    runs = [lineage(x)[stage.UNIT_RUN] for x in inputs]
     bm25 = next((x for x in runs if x["backend"] == "bm25"), {})
-    emb = next(
-        (lineage(x).get("embeddings") for x in (run.parents if fused else [run]) if "embeddings" in lineage(x)), None
-    )
+    emb = next((e for x in inputs if (e := lineage(x).get(stage.EMBEDDINGS)) is not None), None)
     passage = u["granularity"] == "passage"
-    return {
+    out = {
         "query_fields": r["query_view"],
         "target_fields": u["view"],
         "granularity": u["granularity"],
@@ -120,22 +117,32 @@ def columns(run: Artifact) -> dict:
         "passage_stride": u["stride"] if passage else None,
         "aggregation": f["aggregation"] if passage else None,
         "backend": "+".join(x["backend"] for x in runs),
-        "fusion": run.params["method"] if fused else None,
-        "fusion_k": run.params.get("k") if fused else None,
         "bm25_k1": bm25.get("k1"),
         "bm25_b": bm25.get("b"),
         "encoder": emb["model"] if emb else None,
-        "query_views": "+".join(x["query_view"] for x in runs) if fused else r["query_view"],
+        "query_views": "+".join(x["query_view"] for x in runs),
         "prf": "+".join(dict.fromkeys(str(prf_label(x)) for x in runs if x.get("prf"))) or None,
-        "fusion_weights": "/".join(f"{w:g}" for w in run.params["weights"])
-        if fused and "weights" in run.params
-        else None,
         "query_reduction": "+".join(
             dict.fromkeys(f"{q['method']}({q['n_terms']})" for x in runs if (q := x.get("query_reduction")) is not None)
         )
         or None,
         "search_k": f["k"],  # families per (input) run: deeper than 100 gives re-ranking and LTR more candidates
-        "ltr": ltr_label(learned) if learned else None,
-        "rerank": reranked["method"] if reranked else None,
-        "rerank_weight": reranked["weight"] if reranked else None,
+        **own,
     }
+    order = {k: i for i, k in enumerate(ORDER)}
+    return dict(sorted(out.items(), key=lambda kv: order.get(kv[0], len(ORDER))))
+
+
+def system(row) -> str:
+    """A results row's kind of system (plots, the page): its backend or fusion, then what each
+    lever and each transform stage in its chain adds."""
+    name = "fusion" if isinstance(row.fusion, str) and row.fusion else row.backend
+    for column, what in (("prf", " + PRF"), ("query_reduction", " + QR")):
+        if isinstance(getattr(row, column, None), str) and getattr(row, column):
+            name += what
+    for s in stage.stages():
+        if s.inner is not None and s.system and s.columns is not None:
+            first = next(iter(s.columns(None)))  # a transform's first column says whether a row has it
+            if isinstance(getattr(row, first, None), str) and getattr(row, first):
+                name += s.system
+    return name

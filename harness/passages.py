@@ -24,15 +24,15 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from tqdm.auto import tqdm
 
+from . import env, stage
+from .artifact import Artifact
+from .data import views as V
 from .data.schema import PASSAGE_SEP, DataError
-
-if TYPE_CHECKING:
-    from .experiment import Experiment
-    from .store import Artifact
+from .stage import Context, Stage, register
 
 log = logging.getLogger(__name__)
 
@@ -123,13 +123,11 @@ def fitted_length(length: int, max_length: int, hf_tokenizer, prefix: str = "") 
     return min(length, room)
 
 
-def node(exp: Experiment, backend, build: bool = True) -> Artifact:
+def node(ctx: Context, backend, build: bool = True) -> Artifact:
     """The units artifact of an experiment for ``backend``: the whole target view or its windows.
-    ``build=False`` records it and leaves building to the backend (:meth:`Experiment.build_later`):
+    ``build=False`` records it and leaves building to the backend (``ctx.build_later``):
     BM25 writes the units while Anserini indexes them (:func:`harness.backends.bm25.index_streaming`)."""
-    from .store import Artifact
-
-    cfg = exp.cfg
+    cfg = ctx.cfg
     params: dict[str, Any] = {"view": str(cfg.target_fields), "granularity": str(cfg.granularity)}
     if params["granularity"] == "passage":
         tok = tokenizer_for(cfg.passage.tokenizer, backend)
@@ -146,21 +144,17 @@ def node(exp: Experiment, backend, build: bool = True) -> Artifact:
                 "fit_max_length": int(e.max_length),
                 "doc_prefix": e.doc_prefix or "",
             }
-    from . import env
-
-    stage: dict[str, Any] = {"stage": VERSION}
+    environment: dict[str, Any] = {"stage": VERSION}
     if params.get("tokenizer") == "encoder":  # windows are cut by the encoder's tokenizer
-        stage |= {"transformers": env.minor("transformers"), "tokenizers": env.minor("tokenizers")}
-    art = Artifact("units", params, (exp.corpus_node,), stage)
+        environment |= {"transformers": env.minor("transformers"), "tokenizers": env.minor("tokenizers")}
+    art = Artifact(stage.UNITS, params, (ctx.corpus_node,), environment)
 
     def make(tmp: Path, sink=None):
-        from .data import views as V
-
         splitter, extra = None, {}  # type: ignore[var-annotated]
         if params["granularity"] == "passage":
             hf, length, stride = None, params["length"], params["stride"]
             if params["tokenizer"] == "encoder":
-                hf = exp.hf_tokenizer()
+                hf = ctx.hf_tokenizer()
                 length = fitted_length(length, params["fit_max_length"], hf, params["doc_prefix"])
                 stride = min(stride, length)
                 if length < params["length"]:
@@ -173,13 +167,13 @@ def node(exp: Experiment, backend, build: bool = True) -> Artifact:
                     )
             splitter = make_splitter(params["tokenizer"], length, stride, hf)
             extra = {"window_tokens": length, "window_stride": stride}
-        docs = V.target_texts(exp.ds.corpus, params["view"])
-        return write_units(units(docs, splitter), tmp, total=exp.ds.n_docs, sink=sink) | extra
+        docs = V.target_texts(ctx.ds.corpus, params["view"])
+        return write_units(units(docs, splitter), tmp, total=ctx.ds.n_docs, sink=sink) | extra
 
     describe = f"{params['granularity']} units ({params['view']})"
     if not build:
-        return exp.build_later(art, make, describe)
-    return exp.ensure(art, make, describe)
+        return ctx.build_later(art, make, describe)
+    return ctx.ensure(art, make, describe)
 
 
 def write_units(records: Iterable[dict], folder: Path, total: int | None = None, sink=None) -> dict:
@@ -219,3 +213,8 @@ def read_units(folder: Path) -> Iterator[dict]:
     with open(Path(folder) / "docs" / "units.jsonl", encoding="utf-8") as f:
         for line in f:
             yield json.loads(line)
+
+
+STAGE = register(
+    Stage(stage.UNITS, "indexes", "unit sets (views x granularity)", VERSION, cost="passaging", describe="units")
+)

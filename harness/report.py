@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .naming import system
+from .report_page import command, pareto, write_page
 from .results import read_rows, table
 from .store import Store, write_text_atomic
 
@@ -116,31 +118,6 @@ def to_markdown(df: pd.DataFrame) -> str:
     return head + "".join("| " + " | ".join(fmt(v) for v in row) + " |\n" for row in df[show].itertuples(index=False))
 
 
-def pareto(x, y) -> list[bool]:
-    """Points no other point beats on both axes (>= on both, > on one): the IN/OUT trade-off front."""
-    import numpy as np
-
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    out = []
-    for i in range(len(x)):
-        dominated = (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
-        out.append(not dominated.any())
-    return out
-
-
-def _system(r) -> str:
-    name = "fusion" if isinstance(r.fusion, str) and r.fusion else r.backend
-    if isinstance(getattr(r, "prf", None), str) and r.prf:
-        name += " + PRF"
-    if isinstance(getattr(r, "query_reduction", None), str) and r.query_reduction:
-        name += " + QR"
-    if isinstance(getattr(r, "ltr", None), str) and r.ltr:
-        name += " + LTR"
-    if isinstance(getattr(r, "rerank", None), str) and r.rerank:
-        name += " + IPC3 re-rank"
-    return name
-
-
 def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> None:
     import matplotlib
 
@@ -148,7 +125,7 @@ def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> No
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 5))
-    systems = df.apply(_system, axis=1)
+    systems = df.apply(system, axis=1)
     markers = "os^DvP*Xh<>p"
     for i, name in enumerate(sorted(systems.unique())):
         sel = df[systems == name]
@@ -223,8 +200,6 @@ def write_report(
     """Table, plots and results page (``index.html``, :mod:`harness.report_page`) of the
     experiments with these scores keys. ``overrides`` (scores key -> the sweep's overrides) gives
     each row its ``command``; ``dataset_of`` (scores key -> loaded dataset) the page's query texts."""
-    from .report_page import command, write_page
-
     wanted = set(keys)
     rows = [r for r in read_rows(results_path) if r.get("scores_key") in wanted]
     out = store.report_dir(name)

@@ -33,7 +33,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+
+from .naming import system
 
 TOP = 10  # families shown per query and system in the per-query view
 TEXT_CHARS = 600  # characters of a query's text shown (title and abstract)
@@ -79,11 +82,19 @@ def judged_marks(positives: pd.DataFrame) -> dict[str, dict[str, list]]:
     return out
 
 
+def pareto(x, y) -> list[bool]:
+    """Points no other point beats on both axes (>= on both, > on one): the IN/OUT trade-off front."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    out = []
+    for i in range(len(x)):
+        dominated = (x >= x[i]) & (y >= y[i]) & ((x > x[i]) | (y > y[i]))
+        out.append(not dominated.any())
+    return out
+
+
 def kind(row) -> str:
     """What sort of system a row is, for the filter and the plot's legend."""
-    from .report import _system
-
-    return _system(row)
+    return system(row)
 
 
 def page_data(
@@ -190,8 +201,6 @@ def in_out_figure(df: pd.DataFrame, metric: str) -> str:
     """The IN-vs-OUT scatter (Plotly HTML fragment with plotly.js inlined): one trace per kind of
     system, the Pareto front and OUT = IN; each point's customdata is its row's index."""
     import plotly.graph_objects as go
-
-    from .report import pareto
 
     fig = go.Figure()
     kinds = df.apply(kind, axis=1)

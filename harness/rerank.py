@@ -17,15 +17,15 @@ it never searches again. Its price is visible in the report: OUT rises as IN fal
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 import pandas as pd
 
-from .runs import top_k, with_ranks
-
-if TYPE_CHECKING:
-    from .experiment import Experiment
-    from .store import Artifact
+from . import stage
+from .artifact import Artifact
+from .naming import inner_stem, tag
+from .runs import read_trec, top_k, with_ranks, write_trec
+from .stage import Stage, register
 
 log = logging.getLogger(__name__)
 
@@ -58,34 +58,48 @@ def ipc3_disjoint(
     return top_k(out, out_k) if out_k else out
 
 
-def node(exp: Experiment, run: Artifact) -> Artifact:
-    """The re-ranked run stage: a transform of the final (single or fused) run."""
-    from .data import schema as S
-    from .store import Artifact
+def artifact(run: Artifact, topics: Artifact, r, out_k: int) -> Artifact:
+    """The re-ranked run of the final (single or fused) run under the ``rerank`` group ``r``."""
+    params = {"method": str(r.method), "weight": float(r.weight), "k": int(r.k), "out_k": int(out_k)}
+    return Artifact(stage.RERANKED_RUN, params, (run, topics), {"stage": VERSION})
 
-    r = exp.cfg.rerank
-    params = {"method": str(r.method), "weight": float(r.weight), "k": int(r.k), "out_k": int(exp.cfg.search.k)}
-    art = Artifact("reranked_run", params, (run, exp.topics_node), {"stage": VERSION})
 
-    def build(tmp):
-        from .runs import read_trec, write_trec
-
-        codes = dict(zip(exp.ds.queries[S.QUERY_ID], exp.ds.queries[S.IPC3]))
-        out = ipc3_disjoint(
-            read_trec(exp.store.path(run) / "run.trec"),
-            codes,
-            exp.ds.doc_ipc3,
-            params["weight"],
-            params["k"],
-            params["out_k"],
+def build(tmp: Path, art: Artifact, run_file: Path, query_codes: dict, doc_codes: dict) -> dict:
+    """Re-rank the run in ``run_file`` by the queries' and documents' IPC3 codes into ``run.trec``."""
+    params = art.params
+    out = ipc3_disjoint(read_trec(run_file), query_codes, doc_codes, params["weight"], params["k"], params["out_k"])
+    name = tag(art)
+    write_trec(out, tmp / "run.trec", name)
+    without = sum(1 for c in query_codes.values() if c is None or not len(c))
+    if without:
+        log.warning(
+            "rerank: %d of %d queries have no IPC3 codes; their runs are left as they are", without, len(query_codes)
         )
-        tag = exp.tag(art)
-        write_trec(out, tmp / "run.trec", tag)
-        without = sum(1 for c in codes.values() if c is None or not len(c))
-        if without:
-            log.warning(
-                "rerank: %d of %d queries have no IPC3 codes; their runs are left as they are", without, len(codes)
-            )
-        return {"tag": tag, "queries_without_codes": without}
+    return {"tag": name, "queries_without_codes": without}
 
-    return exp.ensure(art, build, "IPC3 re-ranked run")
+
+def reranked_tag(run: Artifact) -> str:
+    return f"{inner_stem(run.parents[0])}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
+
+
+def reranked_columns(params: dict | None) -> dict:
+    return {"rerank": params["method"] if params else None, "rerank_weight": params["weight"] if params else None}
+
+
+STAGE = register(
+    Stage(
+        stage.RERANKED_RUN,
+        "runs",
+        "re-ranked runs (IPC3)",
+        VERSION,
+        group="rerank",
+        run=True,
+        inner=lambda run: run.parents[0],
+        tag=reranked_tag,
+        columns=reranked_columns,
+        system=" + IPC3 re-rank",
+        in_fused_input="re-ranked on its own",
+        cost="transform",
+        describe="IPC3 re-ranked run",
+    )
+)

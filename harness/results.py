@@ -17,7 +17,7 @@ import jsonlines
 import pandas as pd
 from filelock import FileLock
 
-from .store import write_text_atomic
+from .files import write_text_atomic
 
 log = logging.getLogger(__name__)
 

@@ -11,23 +11,31 @@ nDCG@100 / R@100 over ALL, IN and OUT.
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import sys
 
 import hydra
 from omegaconf import DictConfig
 
-from . import config  # noqa: F401  (registers the config schema Hydra composes on)
+from . import data
+from .backends import SearchError
+from .config import ConfigError, check, unselected_group_keys  # importing config registers its schema
+from .data.schema import DataError
+from .env import JavaError
+from .evaluate import measure_names
+from .experiment import run_experiment
+from .ltr import IdentifyingFeature
+from .results import add_row, format_scores
+from .runs import RunFormatError
+from .store import DamagedArtifact, Store, StoreError
 
 log = logging.getLogger("harness")
 
+JOB_GROUP_ENV = "HARNESS_JOB_GROUP"  # set for a launcher job of a sweep: it leads a process group with its workers
+
 
 def execute(cfg: DictConfig) -> dict:
-    from . import data
-    from .config import check
-    from .experiment import run_experiment
-    from .results import add_row
-    from .store import Store
-
     logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     check(cfg)  # before the dataset is loaded (or generated) and before the JVM starts
     store = Store.from_config(cfg)
@@ -39,14 +47,6 @@ def execute(cfg: DictConfig) -> dict:
 
 def user_errors() -> tuple:
     """Errors whose message names the file or key and the fix: one line and exit status 2, no traceback."""
-    from .backends import SearchError
-    from .config import ConfigError
-    from .data.schema import DataError
-    from .jvm import JavaError
-    from .ltr import IdentifyingFeature
-    from .runs import RunFormatError
-    from .store import DamagedArtifact, StoreError
-
     return (
         DataError,
         ConfigError,
@@ -62,9 +62,6 @@ def user_errors() -> tuple:
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    from .evaluate import measure_names
-    from .results import format_scores
-
     try:
         row = execute(cfg)
     except user_errors() as e:
@@ -84,18 +81,11 @@ def _stop_own_group_on_sigterm() -> None:
     """A launcher job of a sweep leads a process group with its workers (joblib's): when it is
     told to stop (the sweep's SIGTERM, or the parent-death signal of a sweep killed outright), it
     takes them all down, so nothing keeps building in the root. Artifacts commit atomically."""
-    import os
-    import signal
-
-    from .sweep import JOB_GROUP_ENV
-
     if os.environ.get(JOB_GROUP_ENV) and os.getpgrp() == os.getpid():
         signal.signal(signal.SIGTERM, lambda *_: os.killpg(0, signal.SIGKILL))
 
 
 if __name__ == "__main__":
-    from .config import unselected_group_keys
-
     _stop_own_group_on_sigterm()
     problem = unselected_group_keys(sys.argv[1:])
     if problem:

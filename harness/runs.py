@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .store import write_text_atomic
+from .files import write_text_atomic
 
 COLUMNS = ["query_id", "doc_id", "score"]
 TAG_RE = re.compile(r"^\S{1,128}$")

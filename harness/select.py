@@ -226,7 +226,7 @@ def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.Data
 def learns_here(row: dict) -> bool:
     """Whether a row's ranking was learned from the judgments it is scored on (cross-fitted LTR;
     a model trained on another dataset, ``ltr.train``, was not)."""
-    label = row.get("ltr")  # harness.naming.ltr_label: names the training dataset of a transferred model
+    label = row.get("ltr")  # harness.ltr.ltr_label: names the training dataset of a transferred model
     return isinstance(label, str) and bool(label) and ",train=" not in label
 
 

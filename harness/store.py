@@ -23,7 +23,6 @@ checksums, for damage that keeps the size.
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import logging
 import os
@@ -32,12 +31,12 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
+from . import stage
+from .artifact import Artifact, stable_hash  # noqa: F401  (re-exported: the store's nodes)
 from .files import META, damage, file_checksum, file_table, fsync_dir, write_json_atomic, write_text_atomic  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -74,62 +73,6 @@ class DamagedArtifact(RuntimeError):
 
 
 _swept: set[Path] = set()  # roots whose stale temporary folders this process has removed
-
-# Which top-level folder each kind of artifact lives in.
-ROOTS = {
-    **dict.fromkeys(("dataset", "units", "lucene", "embeddings", "faiss"), "indexes"),
-    **dict.fromkeys(
-        (
-            "unit_run",
-            "family_run",
-            "fused_run",
-            "ltr_features",
-            "ltr_identity",
-            "ltr_model",
-            "ltr_run",
-            "reranked_run",
-            "scores",
-        ),
-        "runs",
-    ),
-}
-
-
-def stable_hash(obj: Any, n: int = 12) -> str:
-    """Short, order-independent hash of a JSON-able object."""
-    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:n]
-
-
-@dataclass(frozen=True)
-class Artifact:
-    """A node of the data path: what made it (kind, params), what it was made from (parents), and
-    the code and software that made it (``env``: the stage's version constant and the versions that
-    change its bytes, :mod:`harness.env`). ``params`` name the configuration (results columns and
-    run tags are read off them); ``env`` only keys."""
-
-    kind: str
-    params: dict
-    parents: tuple[Artifact, ...] = field(default_factory=tuple)
-    env: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def key(self) -> str:
-        what = {"kind": self.kind, "params": self.params, "parents": [p.key for p in self.parents]}
-        if self.env:
-            what["env"] = self.env
-        return stable_hash(what)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, Artifact) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash(self.key)
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind}-{self.key}"
-
 
 LEASES = Path("runs") / ".leases"  # under the root: one file per process that uses artifacts
 
@@ -232,7 +175,7 @@ class Store:
         start-up; a read-only root is left as it is."""
         removed: list[Path] = []
         for tmp in sorted(self.root.glob("*/*/.*.tmp")):
-            if tmp.parent.name not in ROOTS or not tmp.is_dir():
+            if tmp.parent.name not in stage.roots() or not tmp.is_dir():
                 continue
             lock = self.key_lock(tmp.parent.name, tmp.name.split(".")[1], timeout=0)
             try:
@@ -264,10 +207,7 @@ class Store:
 
     def folder(self, kind: str, key: str) -> Path:
         """Where the artifact of ``kind`` with ``key`` lives (for callers that hold no Artifact)."""
-        top = ROOTS.get(kind)
-        if top is None:
-            raise ValueError(f"Unknown artifact kind {kind!r}; known: {sorted(ROOTS)}")
-        return self.root / top / kind / key
+        return self.root / stage.get(kind).root / kind / key
 
     def exists(self, art: Artifact) -> bool:
         return (self.path(art) / META).exists()

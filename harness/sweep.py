@@ -18,21 +18,34 @@ with ``hydra/launcher=<value>``; jobs that need the same index wait on its lock 
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import logging
+import os
+import signal
 import subprocess
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from tqdm.auto import tqdm
+
+from . import cost, data, stage
+from .config import CONF, _key, compose
+from .data import DataError
+from .experiment import Experiment, run_experiment
+from .report import write_report
+from .results import ResultsError, add_row
+from .run import JOB_GROUP_ENV, user_errors
+from .store import Store
 
 log = logging.getLogger("harness.sweep")
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 OWN_KEYS = ("sweep", "list", "launcher")
 
 
@@ -60,10 +73,6 @@ def load_sweep(name: str):
                 f"{name}: {{+experiment: doc_bm25}}."
             )
     return spec
-
-
-def _key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
@@ -101,36 +110,6 @@ def expand(spec, extra: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
     return jobs
 
 
-def compose(overrides: list[str]):
-    """The experiment's config. Overrides of Hydra itself (``hydra.launcher.cpus_per_task=1``,
-    ``hydra/launcher=...``) configure the launchers, not experiments: they are left to them."""
-    from hydra import compose as hydra_compose
-
-    from . import config  # noqa: F401  (registers the config schema)
-    from .config import ConfigError, unselected_group_keys
-
-    overrides = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-            return hydra_compose("config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException, AssertionError) as e:
-        problem = unselected_group_keys(overrides)  # Hydra's assertion for a key of a null group, explained
-        if problem:
-            raise ConfigError(problem) from None
-        lines = [x.strip() for x in str(e).strip().splitlines() if x.strip() and not x.strip().startswith("To append")]
-        lines = lines or [type(e).__name__]
-        what = " ".join(lines[:3]).rstrip(".")
-        raise ConfigError(
-            f"overrides {' '.join(overrides)}: {what}. Fix: check the key and value against "
-            f"`python -m harness.run --help` and conf/ (experiments: "
-            f"{sorted(p.stem for p in (CONF / 'experiment').glob('*.yaml'))})."
-        ) from None
-
-
 class DatasetCache:
     """One load per distinct dataset config across the sweep. ``published=True`` (listing only):
     a dataset that cannot be loaded (the hub offline) is planned from ``dataset.published``."""
@@ -140,8 +119,6 @@ class DatasetCache:
         self.published = published
 
     def get(self, cfg):
-        from . import data
-
         key = OmegaConf.to_yaml(cfg.dataset) + str(cfg.root)
         if key not in self._cache:
             try:
@@ -160,10 +137,6 @@ class DatasetCache:
 
 def published_stand_in(dataset_cfg):
     """What planning needs of a dataset that is not here: keys are placeholders, sizes published."""
-    from types import SimpleNamespace
-
-    from .data import DataError
-
     size = OmegaConf.to_container(dataset_cfg.published, resolve=True)
     missing = [k for k in ("families", "queries", "chars", "query_chars") if k not in size]
     if missing or not isinstance(size.get("chars"), dict) or not isinstance(size.get("query_chars"), dict):
@@ -185,9 +158,6 @@ def published_stand_in(dataset_cfg):
 
 def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
     """Compose every job and collect its artifact nodes without building anything."""
-    from .experiment import Experiment
-    from .store import Store
-
     nodes: dict[str, Any] = {}
     scores: dict[str, tuple] = {}
     store = None
@@ -203,33 +173,21 @@ def plan(jobs, datasets: DatasetCache) -> tuple[list, dict]:
 
 
 def listing(name: str, jobs, nodes, store) -> str:
-    labels = {
-        "units": "unit sets (views x granularity)",
-        "lucene": "BM25 indexes",
-        "embeddings": "encodings",
-        "faiss": "Faiss indexes",
-        "unit_run": "searches",
-        "family_run": "family runs (aggregations)",
-        "fused_run": "fused runs",
-        "ltr_features": "LTR feature tables",
-        "ltr_identity": "LTR identity checks",
-        "ltr_model": "LTR models trained on another dataset",
-        "ltr_run": "learned runs (LTR)",
-        "reranked_run": "re-ranked runs (IPC3)",
-        "scores": "experiments (distinct scores)",
-    }
+    """What the sweep will build: per kind of artifact (each stage's own label), how many and how
+    many are cached."""
     total: Counter[str] = Counter()
     cached: Counter[str] = Counter()
     for n in nodes:
         total[n.kind] += 1
         cached[n.kind] += store.exists(n)
-    lines = [f"sweep {name}: {len(jobs)} jobs, {total['scores']} distinct experiments"]
-    idx = total["lucene"] + total["faiss"]
-    idx_c = cached["lucene"] + cached["faiss"]
+    stages = stage.stages()
+    lines = [f"sweep {name}: {len(jobs)} jobs, {total[stage.SCORES]} distinct experiments"]
+    idx = sum(total[s.kind] for s in stages if s.index)
+    idx_c = sum(cached[s.kind] for s in stages if s.index)
     lines.append(f"  {'indexes (view x granularity x backend)':42s} {idx:5d}  cached {idx_c:5d}")
-    for kind, label in labels.items():
-        if total[kind]:
-            lines.append(f"  {label:42s} {total[kind]:5d}  cached {cached[kind]:5d}")
+    for s in stages:
+        if s.label and total[s.kind]:
+            lines.append(f"  {s.label:42s} {total[s.kind]:5d}  cached {cached[s.kind]:5d}")
     missing = sum(total.values()) - sum(cached.values())
     lines.append(
         f"  to build: {missing} artifact(s)" if missing else "  everything is cached: the sweep only reads meta.json"
@@ -239,8 +197,6 @@ def listing(name: str, jobs, nodes, store) -> str:
 
 def cost_estimate(nodes, info, datasets) -> str:
     """Predicted time of the artifacts not cached (see :mod:`harness.cost`), per kind and in total."""
-    from . import cost
-
     cfg = next(iter(info["scores"].values()))[1]
     ds = datasets.get(cfg)
     store = info["store"]
@@ -254,7 +210,9 @@ def cost_estimate(nodes, info, datasets) -> str:
     else:
         size = {**cost.sizes(ds, store.root), "chars_per_token": cost.chars_per_token(ds, cfg.encoder)}
     missing = {
-        n.key for n in nodes if n.kind != "dataset" and (ds.fingerprint == "published-size" or not store.exists(n))
+        n.key
+        for n in nodes
+        if stage.get(n.kind).cost != "free" and (ds.fingerprint == "published-size" or not store.exists(n))
     }
     calibration = {
         **cost.calibrate(store.root, cfg, cost.bm25_reach(nodes, missing, size)),
@@ -264,11 +222,6 @@ def cost_estimate(nodes, info, datasets) -> str:
 
 
 def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
-    from tqdm.auto import tqdm
-
-    from .experiment import run_experiment
-    from .results import add_row
-
     failed = []
     for overrides, cfg in tqdm(scores.values(), desc="sweep", unit=" exp", disable=None):
         try:
@@ -280,15 +233,9 @@ def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
     return failed
 
 
-JOB_GROUP_ENV = "HARNESS_JOB_GROUP"  # set for a launcher job: it leads a process group with its workers
-
-
 def _die_with_parent() -> None:
     """In a launcher job, before it starts: SIGTERM when the sweep that started it dies, even by
     SIGKILL (Linux's parent-death signal; elsewhere the job is only stopped by a live sweep)."""
-    import ctypes
-    import signal
-
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -298,9 +245,6 @@ def _die_with_parent() -> None:
 def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     """Stop a launcher job and every process of its group (its joblib workers): SIGTERM, then
     SIGKILL after ``grace`` seconds. Artifacts are committed atomically, so nothing half-built stays."""
-    import os
-    import signal
-
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -320,9 +264,6 @@ def run_launcher(spec, extra: list[str], launcher: str) -> list[str]:
     """Each block as one ``harness.run -m`` job of the launcher. The job runs in a process group of
     its own: stopping the sweep (SIGINT, SIGTERM) stops the job and its workers, and a sweep killed
     outright makes its job stop itself (:func:`_die_with_parent`, and ``harness.run``'s handler)."""
-    import os
-    import signal
-
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):  # (the basic launcher keeps SIGTERM's default)
         signal.signal(signal.SIGTERM, _terminate)
     failed = []
@@ -371,8 +312,6 @@ def main(argv: list[str] | None = None) -> int:
     listing_only = own.get("list", "false").lower() in ("1", "true", "yes")
     datasets = DatasetCache(published=listing_only)
     t0 = time.perf_counter()
-    from .run import user_errors
-
     try:
         nodes, info = plan(jobs, datasets)
     except user_errors() as e:
@@ -385,9 +324,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     launcher = own.get("launcher", "basic")
     failed = run_basic(info["scores"], datasets) if launcher == "basic" else run_launcher(spec, extra, launcher)
-    from .report import write_report
-    from .results import ResultsError
-
     first_cfg = next(iter(info["scores"].values()))[1]
     try:
         out = write_report(

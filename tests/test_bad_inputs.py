@@ -979,7 +979,7 @@ def test_run_entries_compose_like_a_command_line():
     fused experiment's levers go only to runs of their backend."""
     from conftest import make_cfg
 
-    from harness.fuse import run_config
+    from harness.config import run_config
 
     cfg = make_cfg(Path("/tmp/unused"), "+experiment=rrf_doc", "prf=rm3")
     a = run_config(cfg, {"backend": "bm25", "prf.fb_terms": 20, "prf": "rm3"})

@@ -171,7 +171,12 @@ def test_interpolation_and_average_normalise_each_run():
 def test_min_max_uses_only_the_fused_depth_and_k_keys_rrf_only(cfg_factory):
     """With depth 2, each run's min-max comes from its top 2 (A: a 1, b 0; B: c 1, a 0), not from
     rows that are not fused; and fusion.k, which only RRF reads, is in RRF runs' keys only."""
-    from harness.fuse import fuse, params_of
+    from harness.config import fusion_weights
+    from harness.fuse import fuse
+    from harness.fuse import params_of as fused_params
+
+    def params_of(f, out_k):
+        return fused_params(f, out_k, fusion_weights(f))
 
     got = fuse([A, B], "interpolation", weights=[1.0, 1.0], depth=2).set_index("doc_id")["score"]
     assert got.to_dict() == pytest.approx({"a": 1.0, "b": 0.0, "c": 1.0}, abs=1e-12)

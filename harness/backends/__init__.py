@@ -2,12 +2,12 @@
 object says how to index a unit set and how to search it:
 
 * ``tokenizer``: what ``passage.tokenizer=auto`` means for it (``words`` or ``encoder``);
-* ``index(exp, units) -> Artifact``: asks the store for its index (and anything between, such as
+* ``index(ctx, units) -> Artifact``: asks the store for its index (and anything between, such as
   embeddings) and returns the artifact a search reads;
-* ``run_params(exp) -> dict``: the config values besides the query view and depth that change its
+* ``run_params(ctx) -> dict``: the config values besides the query view and depth that change its
   unit run (BM25's k1 and b, a dense query prefix): they key the run and name it;
-* ``search(exp, index, topics, params) -> (run table, seconds, queries with no text)``;
-* ``search_env(exp) -> dict``: the search code's version and the software whose upgrade changes a
+* ``search(ctx, index, topics, params) -> (run table, seconds, queries with no text)``;
+* ``search_env(ctx) -> dict``: the search code's version and the software whose upgrade changes a
   run (:mod:`harness.env`); it keys unit runs, as each index's own ``env`` keys the index.
 
 ``backend=<name>`` selects one; adding a backend is adding a module (and, if it has settings, a
@@ -18,8 +18,10 @@ first use, so a BM25 experiment never loads torch and a dense one starts no JVM 
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from functools import cache
+from pathlib import Path
+
+from ..errors import ConfigError
 
 
 class SearchError(RuntimeError):
@@ -27,16 +29,12 @@ class SearchError(RuntimeError):
 
 
 def available() -> list[str]:
-    from pathlib import Path
-
     return sorted(p.stem for p in Path(__file__).parent.glob("*.py") if not p.stem.startswith("_"))
 
 
 @cache
 def get(name: str):
     """The ``BACKEND`` of ``harness.backends.<name>``."""
-    from ..config import ConfigError
-
     if name not in available():
         raise ConfigError(f"backend={name!r}: no module harness/backends/{name}.py. Fix: one of {available()}.")
     return importlib.import_module(f"{__name__}.{name}").BACKEND

