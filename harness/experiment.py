@@ -29,13 +29,12 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, faults, fuse, ltr, manifest, rerank, search, stage
+from . import aggregate, evaluate, faults, fuse, ltr, manifest, rerank, search, stage  # noqa: F401  (ltr, rerank: registered transforms)
 from .artifact import Artifact
 from .backends import get as backend
 from .backends.dense import make_encoder
 from .config import ConfigError, check, fusion_weights, run_config  # noqa: F401  (ConfigError: re-exported)
 from .data import Dataset
-from .data import schema as S
 from .data import views as V
 from .models import resolve_model
 from .naming import columns, tag
@@ -60,12 +59,10 @@ class Experiment:
                 dataset.require(
                     "corpus", V.fields(str(sub.target_fields), "target"), f"target_fields={sub.target_fields}"
                 )
-            if cfg.rerank is not None:
-                for part in ("queries", "corpus"):
-                    dataset.require(part, [S.IPC3], f"rerank={cfg.rerank.method}")
-            if cfg.get("ltr") is not None and "ipc" in cfg.ltr.features:
-                for part in ("queries", "corpus"):
-                    dataset.require(part, [S.IPC3], "ltr.features=[..., ipc]")
+            for s in stage.stages():  # what a chosen stage reads of the data (re-ranking: IPC3 codes)
+                if s.requires is not None and s.group and cfg.get(s.group) is not None:
+                    for part, fields, what in s.requires(cfg.get(s.group)):
+                        dataset.require(part, fields, what)
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}
@@ -164,21 +161,15 @@ class Experiment:
             return [self.fused_run(parts), *parts]
         return [self.family_run(str(self.cfg.backend))]
 
-    def reranked_run(self, run: Artifact) -> Artifact:
-        art = rerank.artifact(run, self.topics_node, self.cfg.rerank, int(self.cfg.search.k))
-        q = self.ds.queries
-        codes = dict(zip(q[S.QUERY_ID], q[S.IPC3]))
-        run_file = self.store.path(run) / "run.trec"
-        return self.ensure(
-            art, lambda tmp: rerank.build(tmp, art, run_file, codes, self.ds.doc_ipc3), rerank.STAGE.describe
-        )
-
     def final_run(self) -> Artifact:
-        """The candidate runs' first; then learning to rank over them, and the domain-aware
-        re-ranking, where chosen."""
+        """The candidate runs' first, then each transform stage whose conf group is chosen, in the
+        registry's order (learning to rank over the candidates, then the domain-aware re-ranking):
+        each receives the current run first, then the candidate runs it may read."""
         runs = self.candidate_runs()
-        run = ltr.node(self, runs) if self.cfg.get("ltr") is not None else runs[0]
-        return self.reranked_run(run) if self.cfg.rerank is not None else run
+        for s in stage.stages():
+            if s.inner is not None and s.node is not None and s.group and self.cfg.get(s.group) is not None:
+                runs = [s.node(self, runs), *runs[1:]]
+        return runs[0]
 
     def scores(self) -> Artifact:
         run = self.final_run()

@@ -1068,7 +1068,13 @@ STAGES = (
             VERSION,
             group="ltr",
             run=True,
+            node=node,
             inner=learned_from,
+            requires=lambda t: (
+                [(part, [S.IPC3], "ltr.features=[..., ipc]") for part in ("queries", "corpus")]
+                if "ipc" in t.features
+                else []
+            ),
             tag=learned_tag,
             columns=lambda params: {"ltr": ltr_label(params) if params else None},
             system=" + LTR",

@@ -23,9 +23,10 @@ import pandas as pd
 
 from . import stage
 from .artifact import Artifact
+from .data import schema as S
 from .naming import inner_stem, tag
 from .runs import read_trec, top_k, with_ranks, write_trec
-from .stage import Stage, register
+from .stage import Context, Stage, register
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,16 @@ def build(tmp: Path, art: Artifact, run_file: Path, query_codes: dict, doc_codes
     return {"tag": name, "queries_without_codes": without}
 
 
+def node(ctx: Context, runs: list[Artifact]) -> Artifact:
+    """The re-ranked run of the current run ``runs[0]`` under ``ctx``'s ``rerank`` group."""
+    run = runs[0]
+    art = artifact(run, ctx.topics_node, ctx.cfg.rerank, int(ctx.cfg.search.k))
+    q = ctx.ds.queries
+    codes = dict(zip(q[S.QUERY_ID], q[S.IPC3]))
+    run_file = ctx.store.path(run) / "run.trec"
+    return ctx.ensure(art, lambda tmp: build(tmp, art, run_file, codes, ctx.ds.doc_ipc3), "IPC3 re-ranked run")
+
+
 def reranked_tag(run: Artifact) -> str:
     return f"{inner_stem(run.parents[0])}.{run.params['method']}{run.params['weight']:g}.{run.key[:8]}"
 
@@ -94,7 +105,9 @@ STAGE = register(
         VERSION,
         group="rerank",
         run=True,
+        node=node,
         inner=lambda run: run.parents[0],
+        requires=lambda r: [(part, [S.IPC3], f"rerank={r.method}") for part in ("queries", "corpus")],
         tag=reranked_tag,
         columns=reranked_columns,
         system=" + IPC3 re-rank",

@@ -65,7 +65,9 @@ class Stage:
     """One kind of artifact, as its module declares it.
 
     ``inner`` marks a stage that transforms a run (learning to rank, re-ranking): it returns the
-    run the stage improves on, so naming and the results columns walk through it. ``tag`` names a
+    run the stage improves on, so naming and the results columns walk through it; ``node(ctx,
+    runs)`` builds (or plans) the transform of ``runs[0]`` (the other runs: the candidates it may
+    read), and the experiment applies it wherever the config chooses its ``group``. ``tag`` names a
     run of this kind (run stages only); ``columns(params)`` gives its results columns from its
     params, or their empty values from ``None``. ``cost`` names the model :mod:`harness.cost`
     prices it with; ``timings`` maps a results column (``index_seconds`` ...) to the ``meta.json``
@@ -79,11 +81,13 @@ class Stage:
     run: bool = False  # writes a ranking (``run.trec``) a results row can end on
     index: bool = False  # a search index (the listing's "indexes" line)
     combines: bool = False  # a run whose parents are the runs it combines (fusion)
+    node: Callable[[Context, list[Artifact]], Artifact] | None = None
     inner: Callable[[Artifact], Artifact] | None = None
     tag: Callable[[Artifact], str] | None = None
     columns: Callable[[dict | None], dict] | None = None
     system: str | None = None  # what a row this stage made adds to its kind of system (plots, page)
     in_fused_input: str | None = None  # why a fusion.runs entry may not set its group ("learned on its own")
+    requires: Callable[[Any], list[tuple[str, list[str], str]]] | None = None  # (part, columns, why) its group reads
     cost: str = "transform"
     timings: dict[str, tuple[str, ...]] = field(default_factory=dict)
     describe: str = ""  # the build's log line
@@ -117,10 +121,35 @@ def _load() -> None:
             importlib.import_module(module)
 
 
+# The built-in kinds in data-path order: the order of the sweep listing, of the transforms in a
+# chain (learning to rank before re-ranking) and of their results columns. A plugin stage comes
+# after the built-in ones and before the scores, in the order it registered.
+ORDER = (
+    DATASET,
+    UNITS,
+    LUCENE,
+    EMBEDDINGS,
+    FAISS,
+    UNIT_RUN,
+    FAMILY_RUN,
+    FUSED_RUN,
+    LTR_FEATURES,
+    LTR_IDENTITY,
+    LTR_MODEL,
+    LTR_RUN,
+    RERANKED_RUN,
+    SCORES,
+)
+
+
 def stages() -> list[Stage]:
-    """Every registered stage, built-in ones first in data-path order."""
+    """Every registered stage in data-path order (:data:`ORDER`), whatever order they registered in."""
     _load()
-    return list(_REGISTRY.values())
+    plugin = ORDER.index(SCORES) - 0.5
+    ranked = sorted(
+        enumerate(_REGISTRY.values()), key=lambda x: (ORDER.index(x[1].kind) if x[1].kind in ORDER else plugin, x[0])
+    )
+    return [s for _, s in ranked]
 
 
 def get(kind: str) -> Stage:

@@ -35,11 +35,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from . import cost, data, stage
+from . import cost, data, report, stage
 from .config import CONF, _key, compose
 from .data import DataError
 from .experiment import Experiment, run_experiment
-from .report import write_report
 from .results import ResultsError, add_row
 from .run import JOB_GROUP_ENV, user_errors
 from .store import Store
@@ -326,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = run_basic(info["scores"], datasets) if launcher == "basic" else run_launcher(spec, extra, launcher)
     first_cfg = next(iter(info["scores"].values()))[1]
     try:
-        out = write_report(
+        out = report.write_report(
             store,
             Path(first_cfg.root) / first_cfg.results,
             list(info["scores"]),
