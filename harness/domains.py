@@ -25,13 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import ipc
 from .runs import top_k, with_ranks
-
-
-def sections(codes) -> list[str]:
-    if codes is None or (isinstance(codes, float) and codes != codes):
-        return []
-    return sorted({str(c)[0] for c in codes if c is not None and str(c)})
 
 
 def out_pairs(positives: pd.DataFrame, q3: dict, d3: dict) -> pd.DataFrame:
@@ -40,7 +35,7 @@ def out_pairs(positives: pd.DataFrame, q3: dict, d3: dict) -> pd.DataFrame:
     pos = positives[(positives["domain"] == "OUT") & (positives["relevance"].astype(float) > 0)]
     rows = []
     for q, d in zip(pos["query_id"], pos["doc_id"]):
-        sq, sd = sections(q3.get(q)), sections(d3.get(d))
+        sq, sd = sorted(ipc.sections(q3.get(q))), sorted(ipc.sections(d3.get(d)))
         for a in sq:
             for b in sd:
                 rows.append((q, d, a, b, 1.0 / (len(sq) * len(sd))))

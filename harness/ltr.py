@@ -76,7 +76,6 @@ import argparse
 import hashlib
 import json
 import logging
-import re
 import sys
 from pathlib import Path
 
@@ -84,7 +83,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from . import data, env, stage
+from . import data, env, ipc, stage
 from .aggregate import families
 from .artifact import Artifact
 from .data import schema as S
@@ -93,10 +92,11 @@ from .data.qrels import subset
 from .errors import ConfigError
 from .evaluate import per_query
 from .files import write_json_atomic
+from .folds import from_judgments, query_folds
 from .naming import inner_stem, tag
 from .results import find, scores_dir
 from .runs import read_trec, top_k, with_ranks, write_trec
-from .select import holm, stratified_folds
+from .select import holm
 from .significance import max_statistic_test
 from .stage import Context, Stage, register
 from .store import default_results
@@ -155,52 +155,20 @@ def run_features(
     return out.reset_index(drop=True)
 
 
-def _sets(values) -> set:
-    if values is None or (isinstance(values, float) and values != values):
-        return set()
-    if isinstance(values, str):
-        values = values.split()
-    return {str(v) for v in values if v is not None and str(v)}
-
-
-IPC4 = re.compile(r"\b[A-H][0-9]{2}[A-Z]")  # an IPC subclass, as in "A61K 31/00" or "A61K31/00"
-
-
-def ipc4(values) -> set:
-    """IPC subclasses (four characters) of a full-codes value: IPC codes wherever they stand
-    (``"A61K 31/00; G06F 16/00"``), else the first four characters of each space-, comma- or
-    semicolon-separated code (other schemes, such as cacm-xdom's ``"4.22"``)."""
-    if values is None or (isinstance(values, float) and values != values):
-        return set()
-    text = values if isinstance(values, str) else " ".join(str(v) for v in values if v is not None)
-    found = set(IPC4.findall(text))
-    return found or {c[:4] for c in re.split(r"[\s,;|]+", text) if c}
-
-
-def _overlap(a: list[set], b: list[set], name: str) -> dict:
-    shared = np.array([len(x & y) for x, y in zip(a, b)], float)
-    union = np.array([len(x | y) for x, y in zip(a, b)], float)
-    known = np.array([bool(x) and bool(y) for x, y in zip(a, b)])
-    return {
-        f"{name}_shared": np.where(known, shared, np.nan),
-        f"{name}_jaccard": np.where(known, shared / np.maximum(union, 1), np.nan),
-    }
-
-
 def ipc_features(cands: pd.DataFrame, q3: dict, d3: dict, qfull: dict | None = None, dfull: dict | None = None):
     """The ``ipc`` family (module docstring). Codes: ``{id: list of IPC3 codes}``; full codes
     (``ipcr_codes_str``, a space-separated string or a list) give the IPC4 features, NaN without
     them. A side without codes gives NaN (unknown), never "disjoint"."""
-    qs = [_sets(q3.get(q)) for q in cands["query_id"]]
-    ds = [_sets(d3.get(d)) for d in cands["doc_id"]]
-    out = _overlap(qs, ds, "ipc3")
+    qs = [ipc.code_set(q3.get(q)) for q in cands["query_id"]]
+    ds = [ipc.code_set(d3.get(d)) for d in cands["doc_id"]]
+    out = ipc.overlap(qs, ds, "ipc3")
     known = np.array([bool(x) and bool(y) for x, y in zip(qs, ds)])
     out["ipc3_disjoint"] = np.where(known, out["ipc3_shared"] == 0, np.nan).astype(float)
-    out.update(_overlap([{c[0] for c in x} for x in qs], [{c[0] for c in x} for x in ds], "section"))
+    out.update(ipc.overlap([ipc.sections(x) for x in qs], [ipc.sections(x) for x in ds], "section"))
     if qfull is not None and dfull is not None:
-        q4 = [ipc4(qfull.get(q)) for q in cands["query_id"]]
-        d4 = [ipc4(dfull.get(d)) for d in cands["doc_id"]]
-        out.update(_overlap(q4, d4, "ipc4"))
+        q4 = [ipc.ipc4(qfull.get(q)) for q in cands["query_id"]]
+        d4 = [ipc.ipc4(dfull.get(d)) for d in cands["doc_id"]]
+        out.update(ipc.overlap(q4, d4, "ipc4"))
     else:
         out.update({"ipc4_shared": np.full(len(cands), np.nan), "ipc4_jaccard": np.full(len(cands), np.nan)})
     out["q_ipc3"] = np.array([len(x) for x in qs], float)
@@ -227,7 +195,7 @@ def family_of(feature: str) -> str:
 
 def _codes(values) -> str:
     """A code list (list, array or string) as one space-separated string (parquet-friendly)."""
-    return " ".join(sorted(_sets(values)))
+    return " ".join(sorted(ipc.code_set(values)))
 
 
 def _full(values) -> str | None:
@@ -304,8 +272,8 @@ class PairStats:
         for level in self.LEVELS:
             row, key = [], []
             for i, (a, b) in enumerate(zip(q3, d3)):
-                qa = {c[0] for c in a} if level == "section" else set(a)
-                db = {c[0] for c in b} if level == "section" else set(b)
+                qa = ipc.sections(a) if level == "section" else set(a)
+                db = ipc.sections(b) if level == "section" else set(b)
                 for x in qa:
                     for z in db:
                         row.append(i)
@@ -521,16 +489,15 @@ def nested_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series,
 
 
 def folds_of(positives: pd.DataFrame, k: int, seed: int) -> pd.Series:
-    """``harness.select``'s folds over the queries with a positive (stratified by OUT positives)."""
-    pos = positives[positives["relevance"].astype(float) > 0]
-    qids = sorted(pos["query_id"].unique())
+    """The folds over the queries with a positive, stratified by OUT positives (:mod:`harness.folds`:
+    the same as ``harness.select``'s)."""
+    qids, with_out = from_judgments(positives)
     if k > len(qids):
         raise ConfigError(
             f"ltr.folds={k}: only {len(qids)} queries have a positive judgment, and every fold needs one. "
             f"Fix: ltr.folds <= {len(qids)}."
         )
-    has_out = set(pos.loc[pos["domain"] == "OUT", "query_id"])
-    return stratified_folds(qids, {q: q in has_out for q in qids}, k, seed)
+    return query_folds(qids, with_out, k, seed)
 
 
 def _importance(models: dict, cols: list[str]) -> pd.DataFrame:

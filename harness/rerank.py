@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import stage
+from . import ipc, stage
 from .artifact import Artifact
 from .data import schema as S
 from .naming import inner_stem, tag
@@ -35,12 +35,8 @@ VERSION = 1  # of the re-ranked-run builder (harness.env): bump when a change al
 
 
 def disjoint(run: pd.DataFrame, query_codes: dict, doc_codes: dict) -> pd.Series:
-    """For each row of ``run``: True when both sides have IPC3 codes and share none."""
-    qsets = {q: set(c) for q, c in query_codes.items() if c is not None and len(c)}
-    out = []
-    for q, d in zip(run["query_id"], run["doc_id"]):
-        qs, ds = qsets.get(q), doc_codes.get(d)
-        out.append(qs is not None and bool(qs) and ds is not None and len(ds) > 0 and qs.isdisjoint(ds))
+    """For each row of ``run``: True when both sides have IPC3 codes and share none (:func:`harness.ipc.disjoint`)."""
+    out = [ipc.disjoint(query_codes.get(q), doc_codes.get(d)) for q, d in zip(run["query_id"], run["doc_id"])]
     return pd.Series(out, index=run.index, dtype=bool)
 
 

@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .folds import from_scores, query_folds, stratified_folds  # noqa: F401  (stratified_folds: re-exported)
+
 SUBSETS = ("ALL", "IN", "OUT")
 # The paper-style baseline: rrf_doc, K=60, no lever of this project.
 BASELINE_WHERE = (
@@ -55,24 +57,6 @@ BASELINE_WHERE = (
 
 
 # ----------------------------------------------------------------------------- pure functions
-def stratified_folds(query_ids, strata: dict, k: int, seed: int = 0) -> pd.Series:
-    """Fold number (0..k-1) of each query: each stratum shuffled with ``seed`` and dealt round-robin,
-    so every fold holds about 1/k of each stratum."""
-    if k < 2:
-        raise ValueError(f"folds={k}: cross-validation needs at least 2 folds.")
-    ids = sorted(query_ids)
-    if len(ids) < k:
-        raise ValueError(f"folds={k} > {len(ids)} queries. Fix: fewer folds.")
-    rng = np.random.default_rng(seed)
-    out, offset = {}, 0
-    for stratum in sorted({strata.get(q, False) for q in ids}, key=str):
-        members = [q for q in ids if strata.get(q, False) == stratum]
-        for i, j in enumerate(rng.permutation(len(members))):
-            out[members[j]] = (i + offset) % k
-        offset += len(members)  # the next stratum starts where this one stopped: folds stay balanced
-    return pd.Series(out, name="fold").sort_index()
-
-
 def choose(scores: pd.DataFrame, queries, guard: pd.DataFrame | None = None, baseline: str | None = None) -> str:
     """The column of ``scores`` (query x configuration) with the best mean over ``queries``.
     With ``guard`` (same shape, another subset): only configurations whose guard mean is at least
@@ -345,8 +329,8 @@ def select(
     guard_m = matrix(tables, guard, metric) if guard else None
     all_q = matrix(tables, "ALL", metric).index
     judged = tables[base["tag"]]  # every table holds the same queries per subset (matrix checks it)
-    has_out = set(judged.loc[judged["subset"] == "OUT", "query_id"])
-    fold = stratified_folds(all_q, {q: q in has_out for q in all_q}, folds, seed)
+    _, with_out = from_scores(judged)
+    fold = query_folds(all_q, with_out, folds, seed)
     nested = load_nested(results, rows, folds, seed)
     train = train_guard = None
     if nested:  # nested selection: fold f's choice is made on scores no model trained on f made

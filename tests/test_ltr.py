@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import SHARED_CACM_CODED
 
-from harness import ltr
+from harness import ipc, ltr
 from harness.config import ConfigError
 from harness.run import execute
 from harness.runs import read_trec
@@ -76,10 +76,10 @@ def test_ipc_features_by_hand():
 
 
 def test_ipc4_reads_ipc_codes_wherever_they_stand():
-    assert ltr.ipc4("A61K 31/00; G06F16/00") == {"A61K", "G06F"}
-    assert ltr.ipc4(["H04L 9/32", "H04L 67/00"]) == {"H04L"}
-    assert ltr.ipc4("4.22 5.3") == {"4.22", "5.3"}  # another scheme: the first four characters
-    assert ltr.ipc4(None) == set() and ltr.ipc4("") == set()
+    assert ipc.ipc4("A61K 31/00; G06F16/00") == {"A61K", "G06F"}
+    assert ipc.ipc4(["H04L 9/32", "H04L 67/00"]) == {"H04L"}
+    assert ipc.ipc4("4.22 5.3") == {"4.22", "5.3"}  # another scheme: the first four characters
+    assert ipc.ipc4(None) == set() and ipc.ipc4("") == set()
 
 
 def test_labels_grade_out_positives_apart():

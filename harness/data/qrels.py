@@ -20,17 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import ipc
 from . import schema as S
 from .schema import DataError
 
 log = logging.getLogger(__name__)
 
 SUBSETS = ("ALL", "IN", "OUT")
-
-
-def ipc3_domain(q_codes, d_codes) -> str:
-    """IN when the two code sets share a 3-character IPC code, else OUT."""
-    return "IN" if set(q_codes) & set(d_codes) else "OUT"
 
 
 @dataclass
@@ -62,7 +58,7 @@ def positives(qrels: pd.DataFrame, queries: pd.DataFrame, doc_ipc3: dict, domain
     q_codes = dict(zip(queries[S.QUERY_ID], queries[S.IPC3]))
     # No codes on either side (or a document missing from the corpus): the overlap is unknown, not OUT.
     pos["ipc3_domain"] = [
-        ipc3_domain(q_codes[q], doc_ipc3[d]) if q_codes[q] and doc_ipc3.get(d) else None
+        ipc.domain(q_codes[q], doc_ipc3[d]) if q_codes[q] and doc_ipc3.get(d) else None
         for q, d in zip(pos[S.QUERY_ID], pos[S.DOC_ID])
     ]
     labelled = pos[S.DOMAIN].isin(["IN", "OUT"])

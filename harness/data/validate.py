@@ -15,34 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..ipc import parse_codes
 from . import schema as S
 from .schema import DataError
 
 log = logging.getLogger(__name__)
-
-_QUOTED = re.compile(r"""['"]([^'"]*)['"]""")
-_SEPARATORS = re.compile(r"[\s,;|]+")
-
-
-def parse_codes(value) -> tuple[tuple[str, ...], bool]:
-    """A cell of the IPC3 column as a sorted tuple of codes, and whether it was a string.
-
-    Lists (parquet list columns arrive as numpy arrays) are taken as they are. Strings are parsed,
-    never split into characters: a Python or numpy list repr (``"['G06', 'H04']"``,
-    ``"['G06' 'H04']"``) by its quoted items, anything else (``"G06 H04"``, ``"G06;H04"``) by
-    white space, commas, semicolons or bars.
-    """
-    if value is None or (isinstance(value, float) and value != value):
-        return (), False
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", errors="replace")
-    if isinstance(value, str):
-        quoted = _QUOTED.findall(value)
-        items = quoted if quoted else _SEPARATORS.split(value.strip().strip("[](){}"))
-        return tuple(sorted({i.strip() for i in items if i.strip()})), True
-    if isinstance(value, (int, float)):
-        return (str(value),), False
-    return tuple(sorted({str(v).strip() for v in value if v is not None and str(v).strip()})), False
 
 
 def codes_column(series: pd.Series, path: Path, name: str | None = None) -> pd.Series:
