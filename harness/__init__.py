@@ -7,6 +7,8 @@ The data path, one function per arrow, every box after ``dataset`` an artifact o
 Importing the package starts nothing: modules that need Java import :mod:`harness.jvm` first.
 """
 
+import os
+
 __version__ = "0.1.0"
 
 
@@ -14,7 +16,6 @@ def fast_tier_guard(what: str) -> None:
     """Refuse to start ``what`` (the JVM, a model) under ``HARNESS_FAST_TIER=1``, which ``make
     check`` sets: its tests must need neither, and one that does fails saying how to move it to
     the full tier, instead of making the quick loop slow unseen."""
-    import os
 
     if os.environ.get("HARNESS_FAST_TIER") == "1":
         raise RuntimeError(

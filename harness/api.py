@@ -21,15 +21,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
+from . import data
+from . import sweep as _sweep
+from .config import check
 from .report import results_frame
+from .results import read_rows, run_path, scores_dir
+from .run import execute
+from .runs import read_trec
+from .store import default_root
+from .sweep import compose as _compose
 
 
 def compose(experiment: str | None = None, *overrides: str):
     """The composed, checked config of ``+experiment=NAME`` with Hydra overrides (an ``omegaconf``
     DictConfig), as the command line would compose it."""
-    from .config import check
-    from .sweep import compose as _compose
 
     cfg = _compose(([f"+experiment={experiment}"] if experiment else []) + list(overrides))
     check(cfg)
@@ -40,7 +47,6 @@ def run(experiment: str | None = None, *overrides: str) -> pd.Series:
     """Run (or reuse) one experiment, add its row to the results table, and return the row: the
     scores (``nDCG@100/ALL`` ... ``R@100/OUT``), timings, ``run_file``, ``scores_key`` and, under
     ``config``, the full resolved config. Its name is the experiment's."""
-    from .run import execute
 
     row = execute(compose(experiment, *overrides))
     return pd.Series(row, name=row.get("experiment"))
@@ -50,7 +56,6 @@ def sweep(name: str = "default", *overrides: str) -> pd.DataFrame:
     """Run (or reuse) a sweep (``conf/sweep/NAME.yaml``, overrides as after ``python -m
     harness.sweep``), write its report, and return its results table, best primary measure first:
     the frame ``runs/report/NAME/results.csv`` holds, with a ``command`` column reproducing each row."""
-    from . import sweep as _sweep
 
     code = _sweep.main([f"sweep={name}", *overrides])
     if code != 0:
@@ -74,7 +79,6 @@ def _results(row: dict) -> Path:
     """The results table the row belongs to (``<root>/runs/results.jsonl``): its files are found
     relative to it, as the command line finds them. Rows of :func:`sweep` and :func:`results` name
     it (``results_file``); rows of :func:`run` carry their config's root."""
-    from .store import default_root
 
     if isinstance(row.get("results_file"), str):
         return Path(row["results_file"])
@@ -87,7 +91,6 @@ def _config(row: dict) -> dict:
     frames leave the config out)."""
     if isinstance(row.get("config"), dict):
         return row["config"]
-    from .results import read_rows
 
     where = _results(row)
     for rec in read_rows(where):
@@ -101,8 +104,6 @@ def _config(row: dict) -> dict:
 
 def run_table(row) -> pd.DataFrame:
     """The row's ranking as the TREC run file holds it: ``query_id, doc_id, score``."""
-    from .results import run_path
-    from .runs import read_trec
 
     r = _row(row)
     return read_trec(run_path(_results(r), r))
@@ -111,7 +112,6 @@ def run_table(row) -> pd.DataFrame:
 def per_query(row) -> pd.DataFrame:
     """The row's scores per query: ``query_id, subset, measure, value`` (what ``harness.compare``
     tests are computed from)."""
-    from .results import scores_dir
 
     r = _row(row)
     return pd.read_csv(scores_dir(_results(r), r) / "per_query.csv", dtype={"query_id": str})
@@ -119,9 +119,6 @@ def per_query(row) -> pd.DataFrame:
 
 def dataset(row):
     """The :class:`harness.data.Dataset` the row was scored on."""
-    from omegaconf import OmegaConf
-
-    from . import data
 
     r = _row(row)
     return data.load(OmegaConf.create(_config(r)["dataset"]), _results(r).parent.parent)
@@ -136,8 +133,6 @@ def qrels(row, subset: str = "ALL") -> pd.DataFrame:
 def results(root: str | Path | None = None) -> pd.DataFrame:
     """Every row of the results table under ``root`` (default ``$HARNESS_ROOT``), as the report
     shows them."""
-    from .results import read_rows
-    from .store import default_root
 
     where = Path(root or default_root()) / "runs" / "results.jsonl"
     return _located(results_frame(read_rows(where)), where)

@@ -43,9 +43,11 @@ from typing import Any
 import pandas as pd
 from omegaconf import OmegaConf
 
-from . import stage
+from . import data, stage
+from .experiment import Experiment
 from .results import ResultsError, drop_rows, read_rows
 from .store import Store, StoreError, _size, _tree_bytes, default_root, live_leases
+from .sweep import DatasetCache, expand, load_sweep, plan, split_args
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +157,6 @@ def read_results(results: Path) -> list[dict]:
 def current(store: Store, rows: list[dict], sweep_args: Sequence[str]) -> tuple[set[str], dict[str, str], list[str]]:
     """Keys the installed harness computes for the rows' configs and the named sweeps;
     ``{recorded scores key: current scores key}`` per row planned; the rows that cannot be planned."""
-    from . import data
-    from .experiment import Experiment
 
     keys: set[str] = set()
     now: dict[str, str] = {}
@@ -181,8 +181,6 @@ def current(store: Store, rows: list[dict], sweep_args: Sequence[str]) -> tuple[
                 f"{row.get('tag', row.get('experiment'))}: {type(e).__name__}: {str(e).splitlines()[0][:160]}"
             )
     if sweep_args:
-        from .sweep import DatasetCache, expand, load_sweep, plan, split_args
-
         own, extra = split_args(sweep_args)
         cache = DatasetCache()
         nodes, _ = plan(expand(load_sweep(own.get("sweep", "default")), [*extra, f"root={store.root}"]), cache)

@@ -20,18 +20,23 @@ rows of one configuration run again count once (the newest).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
+from omegaconf import OmegaConf
 
-from . import stage
+from . import data, stage
+from .data import schema as S
+from .results import find, scores_dir
+from .store import default_results
 
 
 def paired(base: np.ndarray, other: np.ndarray) -> dict:
+    from scipy import stats  # heavy (half a second to import): deferred to where systems are compared
+
     diff = other - base
     n = len(diff)
     sd = diff.std(ddof=1) if n > 1 else 0.0
@@ -57,6 +62,8 @@ def paired(base: np.ndarray, other: np.ndarray) -> dict:
 
 def compare(per_query: dict[str, pd.DataFrame], baseline: str, alpha: float = 0.05) -> pd.DataFrame:
     """``per_query``: system -> table (subset, query_id, measure, value). One row per system, subset, measure."""
+    from statsmodels.stats.multitest import multipletests  # heavy: deferred to where systems are compared
+
     if baseline not in per_query:
         raise KeyError(f"baseline {baseline!r} is not among the systems {sorted(per_query)}")
     base = per_query[baseline].set_index(["subset", "measure", "query_id"])["value"].sort_index()
@@ -100,7 +107,6 @@ def per_query_by_domain(
 ) -> pd.DataFrame:
     """Wins and losses against the baseline broken down by the query's IPC3 codes (a query with two
     codes counts in both)."""
-    from .data import schema as S
 
     codes = queries[[S.QUERY_ID, S.IPC3]].rename(columns={S.QUERY_ID: "query_id"}).explode(S.IPC3)
     base = per_query[baseline]
@@ -157,14 +163,12 @@ def load_per_query(results: Path, names: list[str], dataset: str | None = None, 
     """Per-query tables of the named systems (experiment name, run folder or scores key; filtered
     by ``dataset`` and ``where``, see :func:`harness.results.find`). Systems scored on other data
     or other judgments cannot be paired: that is an error, not a p-value."""
-    from .results import find, scores_dir
 
     return per_query_tables({name: scores_dir(results, find(results, name, dataset, where)) for name in names})
 
 
 def per_query_tables(folders: dict[str, Path]) -> dict[str, pd.DataFrame]:
     """Per-query tables of scores folders, refusing to pair systems of different data or judgments."""
-    import json
 
     judged = {}
     for name, folder in folders.items():  # the scores' dataset parent (content key) and qrels digest
@@ -184,12 +188,6 @@ def per_query_tables(folders: dict[str, Path]) -> dict[str, pd.DataFrame]:
 
 def _queries_of(results: Path, name: str, dataset=None, where=()):
     """The queries (with IPC3 codes) of the dataset an experiment ran on, from its manifest."""
-    import json
-
-    from omegaconf import OmegaConf
-
-    from . import data
-    from .results import find, scores_dir
 
     manifest = json.loads((scores_dir(results, find(results, name, dataset, where)) / "manifest.json").read_text())
     cfg = manifest["config"]
@@ -223,7 +221,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     if not 0 < a.alpha < 1:
         ap.error(f"--alpha {a.alpha}: expected a significance level between 0 and 1 (e.g. 0.05)")
-    from .store import default_results
 
     a.results = a.results or default_results()
     names = [a.baseline] + [s for s in a.systems if s != a.baseline]

@@ -16,11 +16,20 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
-from . import stage
+from . import passages, stage
+from .backends import available
 from .errors import ConfigError
+from .evaluate import parse_measures
+from .ltr import DOCUMENT_FAMILIES, FAMILIES, IDENTIFYING
+
+CONF = Path(__file__).resolve().parents[1] / "conf"  # Hydra's config folder
 
 __all__ = ["ConfigError", "check", "fusion_weights", "run_config", "unselected_group_keys"]
 
@@ -335,9 +344,7 @@ def _number(value, key: str, low: float, high: float | None = None, hint: str = 
 
 def check_passage(p) -> int:
     """passage.length / passage.stride; returns the effective stride."""
-    from .passages import check
-
-    return check(p.length, p.stride)
+    return passages.check(p.length, p.stride)
 
 
 def check_search(s) -> None:
@@ -370,8 +377,6 @@ def check_fusion(f, search) -> None:
                     f"{{backend: bm25, query_fields: KW, prf: rm3}}."
                 )
     elif len(set(f.backends)) < 2:
-        from .backends import available
-
         raise ConfigError(
             f"fusion.backends={list(f.backends)}: fusion needs at least two different backends of "
             f"{available()}, or fusion.runs."
@@ -476,7 +481,6 @@ def check_ltr(t, search) -> None:
         raise ConfigError(f"ltr.seed={t.seed}: expected an integer >= 0 (it seeds the folds and LightGBM).")
     _number(t.out_weight, "ltr.out_weight", 0.0, hint=" (1: OUT positives gain as much as IN ones)")
     _number(t.learning_rate, "ltr.learning_rate", 1e-6, 1.0)
-    from .ltr import DOCUMENT_FAMILIES, FAMILIES, IDENTIFYING
 
     unknown = [f for f in t.features if f not in FAMILIES]
     if unknown or not len(t.features) or len(set(t.features)) != len(t.features):
@@ -536,7 +540,6 @@ def check_rerank(r) -> None:
 
 def check_metrics(metrics) -> list[str]:
     """Canonical ir-measures names of ``metrics``."""
-    from .evaluate import parse_measures
 
     try:
         return [str(m) for m in parse_measures(metrics)]
@@ -605,12 +608,8 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
 
     rest = [first_choice(o) for o in overrides if o not in dotted and not o.startswith(("hydra.", "hydra/", "-"))]
     try:
-        from pathlib import Path
-
-        from hydra import compose, initialize_config_dir
-
-        with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf"), version_base="1.3"):
-            cfg = compose("config", overrides=rest)
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = hydra_compose("config", overrides=rest)
     except Exception:  # noqa: BLE001  (another problem: Hydra reports it as usual)
         return None
     for o in dotted:
@@ -704,9 +703,6 @@ def run_config(cfg, overrides):
 
 
 # ----------------------------------------------------------------------------- composing an experiment's config
-CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
 def _key(override: str) -> str:
     return override.split("=", 1)[0].lstrip("+~")
 
@@ -714,10 +710,6 @@ def _key(override: str) -> str:
 def compose(overrides: list[str]):
     """The experiment's config. Overrides of Hydra itself (``hydra.launcher.cpus_per_task=1``,
     ``hydra/launcher=...``) configure the launchers, not experiments: they are left to them."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
 
     overrides = [o for o in overrides if not _key(o).startswith(("hydra.", "hydra/"))]
     try:

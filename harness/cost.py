@@ -28,10 +28,23 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from . import stage
+import numpy as np
+import pandas as pd
+
+from . import data, passages, stage
+from .aggregate import aggregate
+from .backends import bm25, get
+from .backends.dense import make_encoder, resolve_model
+from .config import compose
 from .data import schema as S
+from .data import synthetic
 from .data import views as V
+from .evaluate import score
+from .experiment import Experiment
 from .files import read_json as _read
+from .files import write_json_atomic
+from .runs import read_trec, top_k, write_trec
+from .store import Store
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +87,6 @@ def chars_per_token(ds, encoder_cfg, sample: int = 200) -> float:
     """Characters per encoder token on a sample of the corpus's full text, with the encoder's own
     tokenizer."""
     from transformers import AutoTokenizer
-
-    from .backends.dense import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(encoder_cfg.model, encoder_cfg.revision))
     texts = [text for _, (_, text) in zip(range(sample), V.target_texts(ds.corpus, "FULL")) if text]
@@ -146,11 +157,6 @@ def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
     """Seconds per input row of a run stage (read the unit run, aggregate, cut, write), on a
     synthetic passage run of ``queries`` x ``depth`` rows, and seconds per query of scoring (ALL,
     IN and OUT, nDCG@100 and R@100, over the top 100)."""
-    import numpy as np
-    import pandas as pd
-
-    from .aggregate import aggregate
-    from .runs import read_trec, top_k, write_trec
 
     rng = np.random.default_rng(0)
     run = pd.DataFrame(
@@ -169,7 +175,6 @@ def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
         out = top_k(aggregate(read_trec(Path(tmp) / "units.trec"), "maxp"), 100)
         write_trec(out, Path(tmp) / "family.trec", "f")
         seconds = time.perf_counter() - t0
-    from .evaluate import score
 
     class Judged:  # five relevant families a query, split over the subsets as DAPFAM's are
         qrels = out.groupby("query_id").head(5)[["query_id", "doc_id"]].assign(relevance=1)
@@ -189,15 +194,6 @@ def _bm25_point(families: int, index_threads: int, search_threads: int, queries:
     IndexCollection), then IndexCollection over the finished units (``index_file``), passaging alone
     (what a units build for another backend costs) and search with TAC queries: seconds per distinct
     query term (Heaps' estimate, as the estimate uses)."""
-    import numpy as np
-
-    from . import data, passages
-    from .backends import bm25, get
-    from .config import compose
-    from .data import synthetic
-    from .data import views as V
-    from .experiment import Experiment
-    from .store import Store
 
     with tempfile.TemporaryDirectory(prefix="harness-calibration-") as tmp_name:
         tmp = Path(tmp_name)
@@ -288,11 +284,6 @@ def distinct_terms(words: float) -> float:
 
 
 def _calibrate_encoder(e) -> dict:
-    import numpy as np
-
-    from .backends.dense import make_encoder
-    from .data import synthetic
-
     make_encoder(e)  # the first load also imports torch and transformers, once per process
     t0 = time.perf_counter()
     enc = make_encoder(e)
@@ -487,8 +478,6 @@ def _fmt(s: float) -> str:
 
 
 def _write(path: Path, obj: dict) -> None:
-    from .files import write_json_atomic
-
     try:
         write_json_atomic(path, obj)
     except OSError as e:  # a read-only root: measure again next time

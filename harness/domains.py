@@ -24,9 +24,13 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
-from . import ipc
-from .runs import top_k, with_ranks
+from . import data, ipc
+from .data import schema as S
+from .results import find, run_path
+from .runs import read_trec, top_k, with_ranks
+from .store import default_results
 
 
 def out_pairs(positives: pd.DataFrame, q3: dict, d3: dict) -> pd.DataFrame:
@@ -126,19 +130,10 @@ def plot(table: pd.DataFrame, path: Path, value: str, title: str) -> None:
 
 
 def _dataset(results: Path, row: dict):
-    from omegaconf import OmegaConf
-
-    from . import data
-
     return data.load(OmegaConf.create(row["config"]["dataset"]), Path(results).resolve().parent.parent)
 
 
 def main(argv=None) -> int:
-    from .data import schema as S
-    from .results import find, run_path
-    from .runs import read_trec
-    from .store import default_results
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("systems", nargs=2, metavar="SYSTEM", help="two experiments (name, tag or scores key): A B")
     ap.add_argument("--results", default=None, type=Path, help="default: $HARNESS_ROOT/runs/results.jsonl")

@@ -21,6 +21,10 @@ old keys left behind.
 
 from __future__ import annotations
 
+import glob
+import importlib.util
+import re
+import zipfile
 from functools import cache
 from importlib import metadata
 from pathlib import Path
@@ -55,8 +59,6 @@ class JavaError(RuntimeError):
 
 def anserini_jar() -> Path:
     """The Anserini fatjar that the installed pyserini ships (found without importing pyserini)."""
-    import glob
-    import importlib.util
 
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
@@ -70,9 +72,6 @@ def anserini_jar() -> Path:
 
 @cache
 def _jar_versions(jar: Path) -> dict:
-    import re
-    import zipfile
-
     with zipfile.ZipFile(jar) as z:
         pom = z.read("META-INF/maven/io.anserini/anserini/pom.xml").decode("utf-8", "replace")
         props = z.read("META-INF/maven/io.anserini/anserini/pom.properties").decode("utf-8", "replace")

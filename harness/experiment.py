@@ -29,7 +29,7 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, faults, fuse, ltr, manifest, rerank, search, stage  # noqa: F401  (ltr, rerank: registered transforms)
+from . import aggregate, evaluate, fast_tier_guard, faults, fuse, ltr, manifest, rerank, search, stage  # noqa: F401  (ltr, rerank: registered transforms)
 from .artifact import Artifact
 from .backends import get as backend
 from .backends.dense import make_encoder
@@ -200,8 +200,6 @@ class Experiment:
 
     def hf_tokenizer(self):
         from transformers import AutoTokenizer  # heavy: only where windows are cut by the encoder's tokenizer
-
-        from . import fast_tier_guard
 
         fast_tier_guard("encoder tokenizer")
         return AutoTokenizer.from_pretrained(resolve_model(self.cfg.encoder.model, self.cfg.encoder.revision))

@@ -17,13 +17,15 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from . import config  # noqa: F401  (registers the config schema Hydra composes on)
+from . import (
+    config,  # noqa: F401  (registers the config schema Hydra composes on)
+    data,
+)
+from .data import views as V
+from .data.qrels import SUBSETS, write_trec_qrels, write_trec_topics
 
 
 def export(ds, out: Path) -> list[Path]:
-    from .data import views as V
-    from .data.qrels import SUBSETS, write_trec_qrels, write_trec_topics
-
     out.mkdir(parents=True, exist_ok=True)
     written = [write_trec_qrels(ds.judgments(s), out / f"qrels.{s.lower()}.txt") for s in SUBSETS]
     for view in V.QUERY_VIEWS:
@@ -34,8 +36,6 @@ def export(ds, out: Path) -> list[Path]:
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from . import data
-
     out = Path(cfg.get("out") or "exports")
     for p in export(data.load(cfg.dataset, cfg.root), out):
         print(p)

@@ -28,6 +28,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from . import fast_tier_guard
 from .env import JavaError, anserini_jar  # noqa: F401  (re-exported; found without the JVM: keys read it too)
 
 MIN_JAVA = 21
@@ -90,7 +91,6 @@ def start(heap: str | None = None) -> None:
 
     if jnius_config.vm_running:
         return
-    from . import fast_tier_guard
 
     fast_tier_guard("JVM")
     home = java_home()

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -181,7 +182,6 @@ def write_units(records: Iterable[dict], folder: Path, total: int | None = None,
     opens a second text stream that gets the same lines (a named pipe an indexer reads). Each
     line is ``json.dumps`` written by hand rather than through ``jsonlines.Writer``: the same
     bytes go to two streams, and this loop is the hot path of passaging."""
-    from contextlib import nullcontext
 
     out = folder / "docs"
     out.mkdir(parents=True, exist_ok=True)

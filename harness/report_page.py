@@ -27,6 +27,7 @@ import base64
 import hashlib
 import html
 import json
+import os
 import re
 import shlex
 from collections.abc import Callable, Mapping
@@ -36,7 +37,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .data import schema as S
+from .domains import pair_table
 from .naming import system
+from .results import run_path, scores_dir
+from .runs import read_trec, top_k
+from .store import write_text_atomic
 
 TOP = 10  # families shown per query and system in the per-query view
 TEXT_CHARS = 600  # characters of a query's text shown (title and abstract)
@@ -68,7 +74,6 @@ def per_query_scores(table: pd.DataFrame, measure: str) -> dict[str, dict[str, f
 
 def top_lists(run: pd.DataFrame, k: int = TOP) -> dict[str, list[str]]:
     """Each query's top ``k`` document ids, in the run's rank order (trec_eval's)."""
-    from .runs import top_k
 
     t = top_k(run, k)
     return {str(q): list(map(str, g["doc_id"])) for q, g in t.groupby("query_id", sort=False)}
@@ -126,7 +131,6 @@ def page_data(
 def dataset_view(ds, docs: set[str]) -> dict:
     """The per-query view's data of one dataset: query texts, positive judgments and the titles
     of the documents shown (read from the corpus in batches, only those)."""
-    from .data import schema as S
 
     q = ds.queries
     text = {}
@@ -146,9 +150,6 @@ def domain_figure(df: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ds, metric
     """The domain-pair heatmap (Plotly HTML fragment, no script) of the best ALL and the best OUT
     system; None where queries or targets carry no IPC codes or there are no OUT positives."""
     import plotly.graph_objects as go
-
-    from .data import schema as S
-    from .domains import pair_table
 
     q3 = dict(zip(ds.queries[S.QUERY_ID], ds.queries[S.IPC3])) if S.IPC3 in ds.queries else {}
     if not q3 or not ds.doc_ipc3 or df.empty:
@@ -320,11 +321,6 @@ def write_page(
     """Write ``out/index.html`` for the report's frame. ``dataset_of(scores_key)`` gives the
     loaded dataset of a row (the sweep's cache); without it, the per-query view has scores and
     rankings but no query texts, titles or marks."""
-    import os
-
-    from .results import run_path, scores_dir
-    from .runs import read_trec
-    from .store import write_text_atomic
 
     rows = df.to_dict("records")
     per_query = {

@@ -7,6 +7,7 @@ file is rewritten under a lock, atomically.
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import logging
@@ -210,7 +211,6 @@ def differing_keys(rows: list[dict]) -> list[str]:
 def why_none(rows: list[dict], hits: list[dict], dataset, where) -> str:
     """Which filter left no row: the dataset, a key no row has (mistyped?) or none of these rows
     has, or a value none of them takes."""
-    import difflib
 
     if dataset is not None and not any(_same_dataset(r, dataset) for r in hits):
         seen = sorted({str(r.get("dataset")) for r in hits} | {str(value(r, "dataset.path")) for r in hits} - {"None"})

@@ -40,7 +40,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .compare import paired, per_query_tables
+from .files import write_text_atomic
 from .folds import from_scores, query_folds, stratified_folds  # noqa: F401  (stratified_folds: re-exported)
+from .results import filter_rows, find, newest, read_rows, scores_dir
+from .significance import cv_test, max_statistic_test
+from .store import default_results
 
 SUBSETS = ("ALL", "IN", "OUT")
 # The paper-style baseline: rrf_doc, K=60, no lever of this project.
@@ -137,8 +142,6 @@ def selection_tests(
     subset and measure and for every other one, Holm-corrected over those, and the best-of-grid
     lead corrected for the number of candidates (:mod:`harness.significance`). ``train`` /
     ``train_guard``: the nested choice's matrices (:func:`cross_validate`)."""
-    from .compare import paired
-    from .significance import cv_test, max_statistic_test
 
     def diffs(m):
         return m.sub(m[baseline], axis=0)
@@ -236,7 +239,6 @@ def nested_matrix(tables: dict, nested: dict, subset: str, metric: str, fold: in
 def load_nested(results: Path, rows: list[dict], folds: int, seed: int) -> dict[str, pd.DataFrame]:
     """The nested per-query scores of the rows learned from these judgments; a row without them,
     or cross-fitted over other folds than select's, is refused with the fix."""
-    from .results import scores_dir
 
     out = {}
     for r in rows:
@@ -263,8 +265,6 @@ def load_nested(results: Path, rows: list[dict], folds: int, seed: int) -> dict[
 
 # ----------------------------------------------------------------------------- reading a sweep
 def sweep_rows(results: Path, sweep: str, dataset=None, where=()) -> list[dict]:
-    from .results import filter_rows, newest, read_rows
-
     report = (
         Path(results).resolve().parent / "report" / Path(sweep).stem / "results.csv"
     )  # a name or a sweep file's path, as harness.sweep takes
@@ -282,9 +282,6 @@ def sweep_rows(results: Path, sweep: str, dataset=None, where=()) -> list[dict]:
 
 
 def load(results: Path, rows: list[dict], baseline_row: dict) -> dict[str, pd.DataFrame]:
-    from .compare import per_query_tables
-    from .results import scores_dir
-
     folders = {r["tag"]: scores_dir(results, r) for r in rows}
     folders.setdefault(baseline_row["tag"], scores_dir(results, baseline_row))
     missing = [str(f) for f in folders.values() if not (f / "per_query.csv").exists()]
@@ -308,8 +305,6 @@ def select(
     dataset=None,
     where=(),
 ) -> dict:
-    from .results import find
-
     if subset not in SUBSETS or (guard is not None and guard not in SUBSETS):
         raise SystemExit(f"subset={subset} guard={guard}: expected one of {SUBSETS}.")
     rows = sweep_rows(results, sweep, dataset, where)
@@ -450,7 +445,6 @@ def main(argv=None) -> int:
             ap.error(f"{k}={opts[k]!r}: expected an integer")
     if int(opts.get("seed", 0)) < 0:
         ap.error(f"seed={opts['seed']}: expected an integer >= 0 (it seeds the folds and the resampling)")
-    from .store import default_results
 
     results = a.results or default_results()
     try:
@@ -474,7 +468,6 @@ def main(argv=None) -> int:
     path = (
         a.out or Path(results).resolve().parent / "report" / Path(opts["sweep"]).stem / f"select-{out['subset']}.json"
     )
-    from .files import write_text_atomic
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ checksums, for damage that keeps the size.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -385,7 +386,6 @@ class Store:
 
 def _disk_full(e: BaseException) -> bool:
     """A full disk, from Python (ENOSPC) or from Java (Lucene's IOException, through pyjnius)."""
-    import errno
 
     return getattr(e, "errno", None) == errno.ENOSPC or "No space left on device" in str(e)
 

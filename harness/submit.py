@@ -20,8 +20,13 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from . import data
+from .files import damage, file_checksum
+from .report import metric_cols, metrics_of
+from .results import find, scores_dir
 from .runs import read_trec, top_k, write_trec
-from .store import write_text_atomic
+from .store import default_results, write_text_atomic
+from .validate_run import validate
 
 SUBMIT_K = 100  # families per topic in a submission (TREC; DAPFAM's measures are at 100)
 
@@ -29,9 +34,6 @@ SUBMIT_K = 100  # families per topic in a submission (TREC; DAPFAM's measures ar
 def dataset_of(results: Path, row: dict):
     """The dataset a results row was scored on, reloaded from its resolved config, with the
     artifact root the results table lives in (``<root>/runs/results.jsonl``)."""
-    from omegaconf import OmegaConf
-
-    from . import data
 
     return data.load(OmegaConf.create(row["config"]["dataset"]), Path(results).resolve().parent.parent)
 
@@ -43,8 +45,6 @@ def package(
     their artifact's meta.json and the scores' manifest), validate them against their dataset's
     topics and documents, and copy them with configs and manifests. Rows are named as in
     ``compare`` (``dataset_name``, ``where``)."""
-    from .results import find, scores_dir
-    from .validate_run import validate
 
     chosen = [find(results, name, dataset_name, where) for name in names]
     manifests = [json.loads((scores_dir(results, r) / "manifest.json").read_text()) for r in chosen]
@@ -70,7 +70,6 @@ def package(
     if out.exists() and not out.is_dir():
         raise SystemExit(f"--out {out} is a file. Fix: name a folder (new or existing).")
     out.mkdir(parents=True, exist_ok=True)
-    from .report import metric_cols, metrics_of
 
     cols = metric_cols(metrics_of(chosen))
     readme = [
@@ -113,7 +112,6 @@ def package(
 def _damage(run: Path, manifest: dict) -> str | None:
     """Why ``run`` is not the file that was scored: missing, another size or SHA-256 than its
     artifact's meta.json lists, or another SHA-256 than the scores' manifest names."""
-    from .files import damage, file_checksum
 
     try:
         meta = json.loads((run.parent / "meta.json").read_text(encoding="utf-8"))
@@ -131,8 +129,6 @@ def _f(row: dict, key: str) -> str:
 
 
 def main(argv=None) -> int:
-    from .store import default_results
-
     ap = argparse.ArgumentParser(description="Package runs into a submission folder.")
     ap.add_argument("systems", nargs="+")
     ap.add_argument("--out", type=Path, required=True)

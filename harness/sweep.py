@@ -32,6 +32,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
@@ -92,7 +93,6 @@ def expand(spec, extra: Sequence[str] = ()) -> list[tuple[str, list[str]]]:
     Values are parsed by Hydra's own override parser, exactly as ``python -m harness.run -m``
     parses them for the launchers: ``a,b`` and ``range(...)`` sweep, ``[bm25,dense]`` is one list
     value, quoted strings keep their commas."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parser = OverridesParser.create()
     jobs = []

@@ -20,6 +20,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
+from . import data
+from .data.digest import default_cache
+from .data.schema import DataError
+from .store import default_root
+
 
 @dataclass
 class Problem:
@@ -187,19 +194,12 @@ def one_line(e: Exception) -> str:
 
 
 def _dataset(kind: str, path: str | None):
-    from . import data
-    from .data.schema import DataError
-    from .store import default_root
-
     if kind in ("local", "beir") and not path:
         raise DataError(f"--dataset {kind} needs --path DIR. Fix: add --path with the dataset folder.")
     path = path or ""
     if kind == "mini":
-        from omegaconf import OmegaConf
-
         cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "dataset" / "mini.yaml")
         return data.load(cfg, default_root())
-    from .data.digest import default_cache
 
     cache = default_cache(default_root())
     return data.load_local(path, digest_cache=cache) if kind == "local" else data.load_beir(path, digest_cache=cache)

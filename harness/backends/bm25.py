@@ -15,8 +15,18 @@ setting to raise.
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import json
 import logging
 import os
+import select
+import shutil
+import struct
+import sys
+import tempfile
+import termios
+import threading
 import time
 from pathlib import Path
 
@@ -105,8 +115,6 @@ def check_count(index_dir: Path, written: int, meta: dict, units_dir: Path) -> N
 
 
 def _missing_ids(index_dir: Path, units_dir: Path, first: int = 5) -> list[str]:
-    import json
-
     from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     utils = autoclass("io.anserini.index.IndexReaderUtils")
@@ -135,9 +143,6 @@ class _tee_output:
     account of a failure is its log. Output still appears as it is written."""
 
     def __enter__(self) -> list[str]:
-        import sys
-        import threading
-
         self.kept: list[str] = []
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
@@ -172,8 +177,6 @@ class _tee_output:
             os.close(r)
 
     def __exit__(self, *exc) -> None:
-        import sys
-
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         for fd, saved in self.saved.items():
@@ -212,8 +215,6 @@ class _Pipes:
     reader is left, or IndexCollection has returned, :class:`ReaderGone` ends the writer."""
 
     def __init__(self, paths: list[Path], alive=_always):
-        import fcntl
-
         self.alive = alive
         self.fds: list[int] = []
         self.opened: set[Path] = set()
@@ -241,8 +242,6 @@ class _Pipes:
             self.flush()
 
     def flush(self) -> None:
-        import select
-
         if not self.chunk:
             return
         point("bm25-streaming")
@@ -287,7 +286,6 @@ class _Pipes:
 def open_for_writing(path: Path, alive=_always) -> int:
     """Open a FIFO for writing, without blocking, once a reader has it open; poll ``alive()``
     meanwhile, so that a reader that never comes ends in :class:`ReaderGone`, not a hang."""
-    import errno
 
     while True:
         try:
@@ -302,9 +300,6 @@ def open_for_writing(path: Path, alive=_always) -> int:
 
 def _unread(fd: int) -> int:
     """Bytes waiting in a pipe (FIONREAD); 0 where the system cannot tell."""
-    import fcntl
-    import struct
-    import termios
 
     try:
         return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
@@ -333,8 +328,6 @@ def index_file(units_dir: Path, tmp: Path, threads: int = 2, docvectors: bool = 
     pipes instead, which indexes as fast as IndexCollection over the same lines split into files."""
     files = sorted((Path(units_dir) / "docs").glob("*.jsonl"))
     if int(threads) < 2 or len(files) != 1:
-        import json
-
         built = build_index(units_dir, tmp / "index", threads, docvectors)
         written = json.loads((Path(units_dir) / "meta.json").read_text())["units"]  # counted when written
         check_count(tmp / "index", written, built, units_dir)
@@ -364,8 +357,6 @@ def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -
     main thread gives a writer that is not finishing a clean close ``WRITER_GRACE`` seconds to
     notice that IndexCollection ended. The index must hold exactly the units written
     (:func:`check_count`). The pipes are removed before anything is committed."""
-    import shutil
-    import threading
 
     feed = tmp / "feed"
     (feed / "docs").mkdir(parents=True)
@@ -435,7 +426,6 @@ def _index_fed(write, source: Path, tmp: Path, threads: int, docvectors: bool) -
 
 
 def index_size(index_dir: Path) -> int:
-
     from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     reader = autoclass("io.anserini.index.IndexReaderUtils").getReader(str(index_dir))
@@ -446,7 +436,6 @@ def index_size(index_dir: Path) -> int:
 
 
 def set_max_clauses(n: int) -> None:
-
     from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
     autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(int(n))
@@ -507,7 +496,6 @@ def search(
     Anserini's. Topics are written in Anserini's TSV format, white space folded, which analyses to
     the same terms. ``prf`` (:func:`prf_params`) adds Anserini's RM3 or Rocchio reranker, the same
     classes pyserini's ``set_rm3`` / ``set_rocchio`` use (``tests/test_levers.py`` checks parity)."""
-    import tempfile
 
     from ..jvm import autoclass  # starts the JVM on import: deferred (harness.jvm)
 
@@ -618,7 +606,6 @@ class BM25:
     streams_units = True  # its units are written while they are indexed (index_streaming)
 
     def index(self, ctx: Context, units: Artifact) -> Artifact:
-
         params: dict[str, str | bool] = {"generator": "DefaultLuceneDocumentGenerator", "analyzer": "default"}
         docvectors = ctx.cfg.prf is not None  # only PRF experiments pay for document vectors
         if docvectors:
@@ -636,7 +623,6 @@ class BM25:
         return art
 
     def search_env(self, ctx: Context) -> dict:
-
         return env.lucene(SEARCH_VERSION)
 
     def run_params(self, ctx: Context) -> dict:

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
 
 from .. import env, fast_tier_guard, stage
 from ..artifact import Artifact
@@ -102,7 +104,6 @@ class Encoder:
 
     def encode(self, texts: list[str], prefix: str = "", desc: str = "encode") -> np.ndarray:
         import torch
-        from tqdm.auto import tqdm
 
         texts = [f"{prefix}{t}" if prefix else t for t in texts]
         if not texts:
@@ -224,7 +225,6 @@ def search(
     ``prf`` (:func:`prf_params`): a first search of the top ``k`` with their vectors, pyserini's
     dense PRF (``DenseVectorAveragePrf`` / ``DenseVectorRocchioPrf``) moves each query vector, and
     the new vectors are searched to ``depth``."""
-    import pandas as pd
 
     from ..jvm import start  # starts the JVM on import: deferred (harness.jvm)
 
@@ -284,7 +284,6 @@ class Dense:
     tokenizer = "encoder"
 
     def index(self, ctx: Context, units: Artifact) -> Artifact:
-
         e = ctx.cfg.encoder
         emb = Artifact(
             stage.EMBEDDINGS,

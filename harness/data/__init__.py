@@ -7,6 +7,7 @@ corpus as a stream of record batches (DAPFAM's full text is ~3 GB), document IPC
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,11 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from omegaconf import OmegaConf
 
 from .. import stage
 from ..artifact import Artifact
 from ..stage import Stage, register
+from ..store import Store
+from . import mini
 from . import schema as S
+from .beir import read_beir
+from .dapfam import DEFAULT_FILES, download_hub, read_local
 from .digest import default_cache
 from .qrels import DomainCheck, judged_pairs, judgments, positives, subset
 from .schema import DataError
@@ -91,7 +97,6 @@ class Dataset:
     def topics_fingerprint(self) -> str:
         """A digest of the queries as searched (ids, text fields, codes): runs are keyed by it, so a
         query edit makes new runs and reuses the corpus's units, indexes and embeddings."""
-        import hashlib
 
         table = self.queries.sort_values(S.QUERY_ID).astype(str).to_csv(index=False)
         return hashlib.sha256(table.encode()).hexdigest()[:16]
@@ -101,7 +106,6 @@ class Dataset:
         """A digest of the judgments as scored (positives, grades, IN/OUT, judged non-relevant
         documents): scores are keyed by it, so any option that changes them (unknown_ids,
         domain_source) makes other scores."""
-        import hashlib
 
         table = self.positives.sort_values(["query_id", "doc_id"]).to_csv(index=False) + self.judged.sort_values(
             ["query_id", "doc_id"]
@@ -161,16 +165,12 @@ def _opts(domain_source: str = "file", unknown_ids: str = "keep", drop_self_hits
 def load_local(
     path: str | Path, files: dict | None = None, name: str = "local", digest_cache: Path | None = None, **opts
 ) -> Dataset:
-    from .dapfam import read_local
-
     opts = _opts(**opts)
     parts = read_local(path, files, opts["unknown_ids"], digest_cache)
     return _make(name, parts, opts, {"type": "local", "path": str(Path(path).resolve())})
 
 
 def load_beir(path: str | Path, split: str = "test", digest_cache: Path | None = None, **opts) -> Dataset:
-    from .beir import read_beir
-
     opts = _opts(**opts)
     parts = read_beir(path, split, opts["unknown_ids"], digest_cache)
     return _make("beir", parts, opts, {"type": "beir", "path": str(Path(path).resolve())})
@@ -185,8 +185,6 @@ def load_hub(
     local_files_only: bool = False,
     **opts,
 ) -> Dataset:
-    from .dapfam import DEFAULT_FILES, download_hub, read_local
-
     opts = _opts(**opts)
     files = {**DEFAULT_FILES, **(files or {})}
     root, commit = download_hub(repo_id, revision, files, cache_dir, local_files_only)
@@ -197,8 +195,6 @@ def load_hub(
 def load_mini(folder: str | Path, params: dict, **opts) -> Dataset:
     """Generate the synthetic set once into ``folder`` (an artifact keyed by its parameters), then
     read it through the local loader, so ``mini`` takes the same path as real data."""
-    from ..store import Store
-    from . import mini
 
     art = Artifact(stage.DATASET, {"generator": "mini", "version": mini.GENERATOR_VERSION, **params})
 
@@ -221,8 +217,6 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
         raise DataError(f"dataset.drop_self_hits={opts['drop_self_hits']!r}: expected true or false.")
     cache = default_cache(artifacts_root)
     if kind == "mini":
-        from omegaconf import OmegaConf
-
         params = OmegaConf.to_container(cfg.get("params") or {}, resolve=True)
         assert isinstance(params, dict)
         if "description_words" in params:  # a (min, max) range

@@ -12,15 +12,17 @@ needs, through :meth:`ParquetCorpus.iter_batches`.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 
 from . import schema as S
+from .digest import file_digest, files_digest
 from .schema import DataError
+from .validate import validate
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ class ParquetCorpus:
 
     @property
     def names(self) -> list[str]:
+        import pyarrow.parquet as pq  # heavy: deferred to where a file is read
+
         return pq.read_schema(self.path).names
 
     def column(self, name: str) -> dict:
@@ -48,6 +52,8 @@ class ParquetCorpus:
         # pre_buffer=False: pyarrow's default pre-buffering holds large parts of the file in memory
         # while streaming; without it memory stays near one record batch (bench/dapfam_scale.py
         # prints the peak RSS of a DAPFAM-sized run).
+        import pyarrow.parquet as pq  # heavy: deferred to where a file is read
+
         pf = pq.ParquetFile(self.path, pre_buffer=False)
         wanted = [S.DOC_ID] + [c for c in columns if c != S.DOC_ID]
         cols = [c for c in wanted if c in pf.schema_arrow.names]  # an absent optional column reads as empty
@@ -76,6 +82,8 @@ def check_columns(path: Path, required: list[str], optional: Sequence[str] = ())
     """Raise a :class:`DataError` naming the file and every missing ``required`` column, or a text
     column stored as bytes (whose text would otherwise be rendered as ``b'...'``). Returns the
     ``optional`` columns the file lacks (one schema read for both)."""
+    import pyarrow.parquet as pq  # heavy: deferred to where a file is read
+
     if not path.exists():
         raise DataError(
             f"{path}: file not found. Fix: point dataset.path at a folder holding "
@@ -111,6 +119,8 @@ def check_columns(path: Path, required: list[str], optional: Sequence[str] = ())
 
 def read_parquet(path: Path, columns: list[str]) -> pd.DataFrame:
     """Read columns of a parquet file; undecodable text becomes a DataError naming file and fix."""
+    import pyarrow.parquet as pq  # heavy: deferred to where a file is read
+
     try:
         table = pq.read_table(path, columns=columns)
     except (UnicodeDecodeError, ValueError) as e:  # pyarrow.ArrowInvalid is a ValueError
@@ -140,7 +150,6 @@ def checked(table, path: Path):
 
 def fingerprint_file(path: Path, cache: Path | None = None) -> str:
     """SHA-256 of the whole file (see :mod:`harness.data.digest`): any edit makes other artifacts."""
-    from .digest import file_digest
 
     return file_digest(path, cache)
 
@@ -169,8 +178,6 @@ def read_local(
     queries = read_optional(qpath, S.QUERY_COLUMNS + [S.IPC_FULL], lacking_q)
     docs = read_optional(cpath, [S.DOC_ID, S.IPC3], missing["corpus"])
     qrels = read_optional(rpath, S.QRELS_COLUMNS, missing["qrels"])
-    from .digest import files_digest
-    from .validate import validate
 
     return validate(queries, docs, qrels, qpath=qpath, cpath=cpath, rpath=rpath, unknown_ids=unknown_ids) | {
         "corpus": ParquetCorpus(cpath),
@@ -196,7 +203,6 @@ def download_hub(
     snapshot folder and the commit. A pinned commit is immutable, so files already in the cache
     are used without asking the hub (offline, air-gapped nodes, ``HF_HUB_OFFLINE``); anything else
     (a branch name, files not cached yet) asks the hub unless ``local_files_only``."""
-    import re
 
     from huggingface_hub import HfApi, hf_hub_download
 

@@ -15,7 +15,9 @@ import hashlib
 import logging
 from pathlib import Path
 
-from ..files import file_checksum, read_json
+from filelock import FileLock
+
+from ..files import file_checksum, read_json, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,6 @@ def file_digest(path: str | Path, cache: str | Path | None = None) -> str:
 
 
 def _remember(cache: Path, key: str, digest: str) -> None:
-    from filelock import FileLock
-
-    from ..files import write_json_atomic
-
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(str(cache) + ".lock", timeout=30):

@@ -21,7 +21,10 @@ import ir_datasets
 from ir_datasets.datasets.base import Dataset as IrdsDataset
 from ir_datasets.formats import BaseDocs, BaseQrels, BaseQueries, GenericDoc, GenericQuery, TrecQrel
 from ir_datasets.indices import Docstore
+from omegaconf import OmegaConf
 
+from ..store import default_root
+from . import load
 from . import views as V
 from .qrels import SUBSETS
 
@@ -122,12 +125,6 @@ def register(prefix: str, get: Callable, doc_view: str = "FULL", query_view: str
 def register_defaults(root: str | Path | None = None) -> list[str]:
     """``dapfam/*`` (the hub, with conf/dataset/dapfam.yaml's settings) and ``dapfam-mini/*``,
     with artifacts under ``root`` (default: ``$HARNESS_ROOT``, else the current directory)."""
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from ..store import default_root
-    from . import load
 
     root = root if root is not None else default_root()
     conf = Path(__file__).resolve().parents[2] / "conf" / "dataset"

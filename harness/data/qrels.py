@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import ipc
+from ..files import write_text_atomic
 from . import schema as S
 from .schema import DataError
 
@@ -155,7 +156,6 @@ def subset(pos: pd.DataFrame, name: str) -> pd.DataFrame:
 def write_trec_qrels(qrels: pd.DataFrame, path: str | Path) -> Path:
     """``qid 0 docid rel`` lines, readable by trec_eval, Anserini and ir-measures (fractional
     grades scaled to integers by :func:`integer_grades`)."""
-    from ..files import write_text_atomic
 
     qrels = integer_grades(qrels)
     lines = [f"{q} 0 {d} {r}\n" for q, d, r in qrels[["query_id", "doc_id", "relevance"]].itertuples(index=False)]
@@ -165,7 +165,6 @@ def write_trec_qrels(qrels: pd.DataFrame, path: str | Path) -> Path:
 
 def write_trec_topics(topics: dict[str, str], path: str | Path) -> Path:
     """Anserini's TSV topic format (``qid<TAB>text``), with text on one line; empty topics are left out."""
-    from ..files import write_text_atomic
 
     lines = [f"{q}\t{' '.join(t.split())}\n" for q, t in topics.items() if t.strip()]
     write_text_atomic(path, "".join(lines))
