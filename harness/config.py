@@ -23,11 +23,10 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from . import passages, stage
+from . import ltr, passages, stage
 from .backends import available
 from .errors import ConfigError
 from .evaluate import parse_measures
-from .ltr import DOCUMENT_FAMILIES, FAMILIES, IDENTIFYING
 
 CONF = Path(__file__).resolve().parents[1] / "conf"  # Hydra's config folder
 
@@ -482,19 +481,19 @@ def check_ltr(t, search) -> None:
     _number(t.out_weight, "ltr.out_weight", 0.0, hint=" (1: OUT positives gain as much as IN ones)")
     _number(t.learning_rate, "ltr.learning_rate", 1e-6, 1.0)
 
-    unknown = [f for f in t.features if f not in FAMILIES]
+    unknown = [f for f in t.features if f not in ltr.FAMILIES]
     if unknown or not len(t.features) or len(set(t.features)) != len(t.features):
         raise ConfigError(
             f"ltr.features={list(t.features)}: expected a non-empty list of distinct feature families "
-            f"from {list(FAMILIES)}."
+            f"from {list(ltr.FAMILIES)}."
         )
     allowed = list(t.get("allow_identifying") or [])
-    if any(f not in DOCUMENT_FAMILIES for f in allowed):
+    if any(f not in ltr.DOCUMENT_FAMILIES for f in allowed):
         raise ConfigError(
             f"ltr.allow_identifying={allowed}: expected families whose values belong to the document, "
-            f"from {list(DOCUMENT_FAMILIES)}."
+            f"from {list(ltr.DOCUMENT_FAMILIES)}."
         )
-    for f in IDENTIFYING:
+    for f in ltr.IDENTIFYING:
         if f in t.features and f not in allowed:
             raise ConfigError(
                 f"ltr.features=[..., {f}]: {f} tells documents apart (an exact per-document value), so the ranker "

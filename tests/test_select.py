@@ -345,3 +345,32 @@ def test_select_refuses_a_learned_row_without_nested_scores(tmp_path):
         S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 3, 0)
     row["ltr"] = "lambdamart(ipc+run,ow=3,train=other)"  # trained elsewhere: nothing learned from these judgments
     assert S.load_nested(tmp_path / "runs" / "results.jsonl", [row], 5, 0) == {}
+
+
+def test_learning_to_rank_and_selection_split_the_queries_alike(tiny_folder):
+    """LTR reads its folds off the judgments, selection off the per-query scores tables. On judgments
+    where a third of the queries have no OUT positive and two none at all, and a run that finds
+    few positives, the two give the same folds for every k and seed."""
+    from harness import folds, ltr
+    from harness.data import load_local
+    from harness.evaluate import score
+
+    qrels = pd.read_parquet(tiny_folder / "qrels_all.parquet")
+    queries = sorted(qrels["query_id"].unique())
+    no_out, unjudged = set(queries[::3]), set(queries[1:3])
+    keep = ~((qrels["query_id"].isin(no_out) & (qrels["domain_rel"] == "OUT")) | qrels["query_id"].isin(unjudged))
+    qrels[keep].to_parquet(tiny_folder / "qrels_all.parquet", index=False)
+    ds = load_local(tiny_folder)
+    pos = ds.positives
+    rng = np.random.default_rng(0)
+    docs = sorted(ds.doc_ipc3)
+    run = pd.DataFrame(
+        [(q, d, float(s)) for q in queries for s, d in enumerate(rng.choice(docs, 10, replace=False))],
+        columns=["query_id", "doc_id", "score"],
+    )
+    table = score(run, ds)
+    scored, with_out = folds.from_scores(table)
+    assert scored == sorted(set(queries) - unjudged) and with_out == set(queries) - no_out - unjudged
+    for k in (2, 3):
+        for seed in (0, 1, 7):
+            assert ltr.folds_of(pos, k, seed).equals(folds.query_folds(scored, with_out, k, seed))
