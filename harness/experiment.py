@@ -204,9 +204,6 @@ class Experiment:
         fast_tier_guard("encoder tokenizer")
         return AutoTokenizer.from_pretrained(resolve_model(self.cfg.encoder.model, self.cfg.encoder.revision))
 
-    def tag(self, run: Artifact) -> str:
-        return tag(run)
-
     def timings(self) -> dict:
         """Index, encoding and query time of this experiment, read from its artifacts' meta.json
         (each stage says which of its fields feed which column)."""

@@ -747,11 +747,118 @@ class IdentifyingFeature(Exception):
     """A feature family the identity check flags and ``ltr.allow_identifying`` does not name."""
 
 
-def _passages(ctx: Context, run: Artifact) -> pd.DataFrame | None:
+def _passage_run(run: Artifact) -> Artifact | None:
     """The unit run of passages behind a family run (None for documents or fused runs)."""
     if run.kind != stage.FAMILY_RUN or run.params.get("aggregation") == "identity":
         return None
-    return read_trec(ctx.store.path(run.parents[0]) / "run.trec")
+    return run.parents[0]
+
+
+def build_features(tmp: Path, art: Artifact, run_files: list[Path], passage_files: dict[int, Path], ds) -> dict:
+    """The candidates of the runs in ``run_files`` (the final run first) with their ``run``
+    features, and the per-query and per-document side tables the document families read
+    (``ds``: the dataset's queries, corpus view and codes)."""
+    depth = art.params["depth"]
+    runs = [read_trec(f) for f in run_files]
+    passages = {i: read_trec(f) for i, f in passage_files.items()}
+    cands = candidates(runs, depth)
+    q = ds.queries
+    qfull = dict(zip(q[S.QUERY_ID], q[S.IPC_FULL])) if S.IPC_FULL in q.columns else None
+    try:
+        dfull = ds.doc_ipc_codes if qfull is not None else None
+    except Exception:  # noqa: BLE001  (a corpus without full codes: IPC4 features are NaN)
+        dfull, qfull = None, None
+    qtext = V.query_texts(q, art.params["query_view"])
+    words = {d: len(t.split()) for d, t in V.target_texts(ds.corpus, art.params["target_view"])}
+    table = pd.concat([cands, run_features(cands, runs, depth, passages)], axis=1)
+    table["q_len"] = cands["query_id"].map(lambda x: len(qtext.get(x, "").split())).astype(float)
+    table.to_parquet(tmp / "features.parquet", index=False)
+    side_table(q[S.QUERY_ID], dict(zip(q[S.QUERY_ID], q[S.IPC3])) if S.IPC3 in q.columns else {}, qfull).to_parquet(
+        tmp / "queries.parquet"
+    )
+    ids = set(ds.doc_ipc3) | set(words)
+    side_table(ids, ds.doc_ipc3, dfull, words).to_parquet(tmp / "docs.parquet")
+    return {"candidates": len(cands), "features": [c for c in table.columns if c not in ("query_id", "doc_id")]}
+
+
+def build_identity(tmp: Path, features_dir: Path, positives: pd.DataFrame, params: dict, prior: dict | None) -> dict:
+    """The identity check (module docstring) of ``params`` on the features in ``features_dir``."""
+    f, q, d = read_features(features_dir)
+    result = identity_check(f, positives, params, q, d, prior, seed=params["seed"])
+    write_json_atomic(tmp / "identity.json", result)
+    return {"identifying": result["identifying"]}
+
+
+def build_learned(
+    tmp: Path, art: Artifact, features_dir: Path, positives: pd.DataFrame, prior: dict | None, identity: dict
+) -> dict:
+    """The cross-fitted learned run (and its nested rankings, models, importances and folds)."""
+    params = art.params
+    f, q, d = read_features(features_dir)
+    run, models, imp, inner = learned_run(f, positives, params, q, d, prior, nested=params["nested"])
+    (tmp / "models").mkdir()
+    for k, m in models.items():
+        m.booster_.save_model(str(tmp / "models" / f"fold{k}.txt"))
+    imp.to_csv(tmp / "importance.csv", index=False)
+    folds_of(positives, params["folds"], params["seed"]).rename_axis("query_id").to_csv(tmp / "folds.csv")
+    if inner is not None:
+        inner.to_parquet(tmp / "nested.parquet", index=False)
+    name = tag(art)
+    write_trec(run, tmp / "run.trec", name)
+    by_family = imp.groupby("family")["gain"].sum()
+    return {
+        "tag": name,
+        "learned_from": "cross-fitted",
+        "gain_share": (by_family / max(by_family.sum(), 1e-12)).round(4).to_dict(),
+        "identity": identity,
+        "identifying": [f for f in identity["identifying"] if f in params.get("allow_identifying", [])],
+    }
+
+
+def build_model(tmp: Path, features_dir: Path, positives: pd.DataFrame, params: dict) -> dict:
+    """One model learned from all of the training dataset's judgments (``ltr.train``), with the
+    class-pair rates it saw, for another dataset's candidates."""
+    f, q, d = read_features(features_dir)
+    table = full_table(f, q, d, params["features"])
+    cols = feature_columns(table, params["features"])
+    y = labels(table, positives)
+    extra = learned_columns(table, q, d, y, params["features"])
+    x = table[cols]
+    if extra is not None:  # class-pair rates: each training row's from the other folds of A
+        rows = _fold_of_rows(table["query_id"], folds_of(positives, params["folds"], params["seed"]))
+        x = with_learned(x, extra, rows, set())
+        rates = extra.rates(~np.isnan(rows))  # all of A's judged rows, for B
+        pd.to_pickle(rates, tmp / "pair_rates.pkl")
+    m = fit(x, y, table["query_id"], params)
+    m.booster_.save_model(str(tmp / "model.txt"))
+    _importance({"all": m}, list(x.columns)).to_csv(tmp / "importance.csv", index=False)
+    return {"queries": int(table["query_id"].nunique())}
+
+
+def build_transferred(tmp: Path, art: Artifact, model_dir: Path, features_dir: Path, train: str) -> dict:
+    """This dataset's candidates ranked by the model in ``model_dir`` (its labels never read)."""
+    import lightgbm as lgb  # heavy: only where a model is applied
+
+    params = art.params
+    booster = lgb.Booster(model_file=str(model_dir / "model.txt"))
+    f, q, d = read_features(features_dir)
+    table = full_table(f, q, d, params["features"])
+    rates = model_dir / "pair_rates.pkl"
+    if rates.exists():  # A's class-pair rates over this dataset's pairs
+        learned = PairStats(table, q, d).columns(pd.read_pickle(rates))
+        table = pd.concat([table.reset_index(drop=True), learned], axis=1)
+    try:
+        run = apply_model(booster, table, params["out_k"])
+    except ValueError as e:
+        raise IdentifyingFeature(f"ltr.train={train}: {e}") from None
+    run_tag = tag(art)
+    write_trec(run, tmp / "run.trec", run_tag)
+    return {
+        "tag": run_tag,
+        "learned_from": f"trained on {train}",
+        "identity": {"transfer": params["train"]},
+        "identifying": [],
+    }
 
 
 def features_node(ctx: Context, inputs: list[Artifact]) -> Artifact:
@@ -765,29 +872,9 @@ def features_node(ctx: Context, inputs: list[Artifact]) -> Artifact:
         {"stage": FEATURES_VERSION, "lightgbm": env.version("lightgbm")},
     )
 
-    def build(tmp):
-        runs = [read_trec(ctx.store.path(r) / "run.trec") for r in inputs]
-        passages = {i: p for i, r in enumerate(inputs) if (p := _passages(ctx, r)) is not None}
-        cands = candidates(runs, depth)
-        q = ctx.ds.queries
-        qfull = dict(zip(q[S.QUERY_ID], q[S.IPC_FULL])) if S.IPC_FULL in q.columns else None
-        try:
-            dfull = ctx.ds.doc_ipc_codes if qfull is not None else None
-        except Exception:  # noqa: BLE001  (a corpus without full codes: IPC4 features are NaN)
-            dfull, qfull = None, None
-        qtext = V.query_texts(q, art.params["query_view"])
-        words = {d: len(t.split()) for d, t in V.target_texts(ctx.ds.corpus, art.params["target_view"])}
-        table = pd.concat([cands, run_features(cands, runs, depth, passages)], axis=1)
-        table["q_len"] = cands["query_id"].map(lambda x: len(qtext.get(x, "").split())).astype(float)
-        table.to_parquet(tmp / "features.parquet", index=False)
-        side_table(q[S.QUERY_ID], dict(zip(q[S.QUERY_ID], q[S.IPC3])) if S.IPC3 in q.columns else {}, qfull).to_parquet(
-            tmp / "queries.parquet"
-        )
-        ids = set(ctx.ds.doc_ipc3) | set(words)
-        side_table(ids, ctx.ds.doc_ipc3, dfull, words).to_parquet(tmp / "docs.parquet")
-        return {"candidates": len(cands), "features": [c for c in table.columns if c not in ("query_id", "doc_id")]}
-
-    return ctx.ensure(art, build, "LTR features")
+    run_files = [ctx.store.path(r) / "run.trec" for r in inputs]
+    passage_files = {i: ctx.store.path(u) / "run.trec" for i, r in enumerate(inputs) if (u := _passage_run(r))}
+    return ctx.ensure(art, lambda tmp: build_features(tmp, art, run_files, passage_files, ctx.ds), "LTR features")
 
 
 def read_features(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -829,13 +916,10 @@ def identity_node(ctx: Context, feats: Artifact, params: dict, prior: dict | Non
         {"stage": IDENTITY_VERSION, "lightgbm": env.version("lightgbm")},
     )
 
-    def build(tmp):
-        f, q, d = read_features(ctx.store.path(feats))
-        result = identity_check(f, ctx.ds.positives, params, q, d, prior, seed=params["seed"])
-        write_json_atomic(tmp / "identity.json", result)
-        return {"identifying": result["identifying"]}
-
-    return ctx.ensure(art, build, "LTR identity check")
+    features_dir, positives = ctx.store.path(feats), ctx.ds.positives
+    return ctx.ensure(
+        art, lambda tmp: build_identity(tmp, features_dir, positives, params, prior), "LTR identity check"
+    )
 
 
 def node(ctx: Context, inputs: list[Artifact]) -> Artifact:
@@ -871,27 +955,11 @@ def node(ctx: Context, inputs: list[Artifact]) -> Artifact:
         stage.LTR_RUN, params, (feats, ctx.qrels_node), {"stage": VERSION, "lightgbm": env.version("lightgbm")}
     )
 
+    features_dir, positives = ctx.store.path(feats), ctx.ds.positives
+
     def build(tmp):
-        f, q, d = read_features(ctx.store.path(feats))
-        run, models, imp, inner = learned_run(f, ctx.ds.positives, params, q, d, prior, nested=params["nested"])
-        (tmp / "models").mkdir()
-        for k, m in models.items():
-            m.booster_.save_model(str(tmp / "models" / f"fold{k}.txt"))
-        imp.to_csv(tmp / "importance.csv", index=False)
-        folds_of(ctx.ds.positives, params["folds"], params["seed"]).rename_axis("query_id").to_csv(tmp / "folds.csv")
-        if inner is not None:
-            inner.to_parquet(tmp / "nested.parquet", index=False)
-        name = tag(art)
-        write_trec(run, tmp / "run.trec", name)
-        by_family = imp.groupby("family")["gain"].sum()
-        assert identity is not None
-        return {
-            "tag": name,
-            "learned_from": "cross-fitted",
-            "gain_share": (by_family / max(by_family.sum(), 1e-12)).round(4).to_dict(),
-            "identity": identity,
-            "identifying": [f for f in identity["identifying"] if f in params.get("allow_identifying", [])],
-        }
+        assert identity is not None  # read above whenever anything is built
+        return build_learned(tmp, art, features_dir, positives, prior, identity)
 
     return ctx.ensure(art, build, "learned run (LambdaRank, cross-fitted)")
 
@@ -941,24 +1009,16 @@ def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | Non
     environment = {"stage": MODEL_VERSION, "lightgbm": env.version("lightgbm")}
     model = Artifact(stage.LTR_MODEL, keyed, (feats_a, ctx_a.qrels_node), environment)
 
-    def build_model(tmp):
-        f, q, d = read_features(ctx.store.path(feats_a))
-        table = full_table(f, q, d, params["features"])
-        cols = feature_columns(table, params["features"])
-        y = labels(table, ds_a.positives)
-        extra = learned_columns(table, q, d, y, params["features"])
-        x = table[cols]
-        if extra is not None:  # class-pair rates: each training row's from the other folds of A
-            rows = _fold_of_rows(table["query_id"], folds_of(ds_a.positives, params["folds"], params["seed"]))
-            x = with_learned(x, extra, rows, set())
-            rates = extra.rates(~np.isnan(rows))  # all of A's judged rows, for B
-            pd.to_pickle(rates, tmp / "pair_rates.pkl")
-        m = fit(x, y, table["query_id"], params)
-        m.booster_.save_model(str(tmp / "model.txt"))
-        _importance({"all": m}, list(x.columns)).to_csv(tmp / "importance.csv", index=False)
-        return {"trained_on": ds_a.name, "train_source": ds_a.source, "queries": int(table["query_id"].nunique())}
-
-    ctx.ensure(model, build_model, f"LTR model trained on {train}")
+    features_a = ctx.store.path(feats_a)
+    ctx.ensure(
+        model,
+        lambda tmp: {
+            "trained_on": ds_a.name,
+            "train_source": ds_a.source,
+            **build_model(tmp, features_a, ds_a.positives, params),
+        },
+        f"LTR model trained on {train}",
+    )
     name = Path(train).name or train
     art = Artifact(
         stage.LTR_RUN,
@@ -967,30 +1027,12 @@ def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | Non
         {"stage": VERSION, "lightgbm": env.version("lightgbm")},
     )
 
-    def build(tmp):
-        import lightgbm as lgb  # heavy: only where a model is applied
-
-        booster = lgb.Booster(model_file=str(ctx.store.path(model) / "model.txt"))
-        f, q, d = read_features(ctx.store.path(feats))
-        table = full_table(f, q, d, params["features"])
-        rates = ctx.store.path(model) / "pair_rates.pkl"
-        if rates.exists():  # A's class-pair rates over this dataset's pairs (its labels never read)
-            learned = PairStats(table, q, d).columns(pd.read_pickle(rates))
-            table = pd.concat([table.reset_index(drop=True), learned], axis=1)
-        try:
-            run = apply_model(booster, table, params["out_k"])
-        except ValueError as e:
-            raise IdentifyingFeature(f"ltr.train={train}: {e}") from None
-        run_tag = tag(art)
-        write_trec(run, tmp / "run.trec", run_tag)
-        return {
-            "tag": run_tag,
-            "learned_from": f"trained on {train}",
-            "identity": {"transfer": name},
-            "identifying": [],
-        }
-
-    return ctx.ensure(art, build, f"learned run (LambdaRank trained on {train})")
+    model_dir, features_dir = ctx.store.path(model), ctx.store.path(feats)
+    return ctx.ensure(
+        art,
+        lambda tmp: build_transferred(tmp, art, model_dir, features_dir, train),
+        f"learned run (LambdaRank trained on {train})",
+    )
 
 
 # ----------------------------------------------------------------------------- how the stages name themselves

@@ -151,30 +151,36 @@ def node(ctx: Context, backend, build: bool = True) -> Artifact:
     art = Artifact(stage.UNITS, params, (ctx.corpus_node,), environment)
 
     def make(tmp: Path, sink=None):
-        splitter, extra = None, {}  # type: ignore[var-annotated]
-        if params["granularity"] == "passage":
-            hf, length, stride = None, params["length"], params["stride"]
-            if params["tokenizer"] == "encoder":
-                hf = ctx.hf_tokenizer()
-                length = fitted_length(length, params["fit_max_length"], hf, params["doc_prefix"])
-                stride = min(stride, length)
-                if length < params["length"]:
-                    log.info(
-                        "passage windows of %d word pieces: %d tokens fit encoder.max_length=%d with the special "
-                        "tokens and prefix",
-                        length,
-                        params["length"],
-                        params["fit_max_length"],
-                    )
-            splitter = make_splitter(params["tokenizer"], length, stride, hf)
-            extra = {"window_tokens": length, "window_stride": stride}
-        docs = V.target_texts(ctx.ds.corpus, params["view"])
-        return write_units(units(docs, splitter), tmp, total=ctx.ds.n_docs, sink=sink) | extra
+        hf = ctx.hf_tokenizer() if params.get("tokenizer") == "encoder" else None
+        return build_units(tmp, params, V.target_texts(ctx.ds.corpus, params["view"]), ctx.ds.n_docs, hf, sink)
 
     describe = f"{params['granularity']} units ({params['view']})"
     if not build:
         return ctx.build_later(art, make, describe)
     return ctx.ensure(art, make, describe)
+
+
+def build_units(tmp: Path, params: dict, docs: Iterable, total: int, hf=None, sink=None) -> dict:
+    """Write the units of ``docs`` (``(id, text)`` of the target view): each whole, or cut into
+    windows as ``params`` say (``hf``: the encoder's tokenizer, for windows cut in its word pieces);
+    ``sink`` as in :func:`write_units`."""
+    splitter, extra = None, {}  # type: ignore[var-annotated]
+    if params["granularity"] == "passage":
+        length, stride = params["length"], params["stride"]
+        if params["tokenizer"] == "encoder":
+            length = fitted_length(length, params["fit_max_length"], hf, params["doc_prefix"])
+            stride = min(stride, length)
+            if length < params["length"]:
+                log.info(
+                    "passage windows of %d word pieces: %d tokens fit encoder.max_length=%d with the special "
+                    "tokens and prefix",
+                    length,
+                    params["length"],
+                    params["fit_max_length"],
+                )
+        splitter = make_splitter(params["tokenizer"], length, stride, hf)
+        extra = {"window_tokens": length, "window_stride": stride}
+    return write_units(units(docs, splitter), tmp, total=total, sink=sink) | extra
 
 
 def write_units(records: Iterable[dict], folder: Path, total: int | None = None, sink=None) -> dict:

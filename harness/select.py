@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from . import stage
 from .compare import paired, per_query_tables
 from .files import write_text_atomic
 from .folds import from_scores, query_folds, stratified_folds  # noqa: F401  (stratified_folds: re-exported)
@@ -48,17 +49,20 @@ from .significance import cv_test, max_statistic_test
 from .store import default_results
 
 SUBSETS = ("ALL", "IN", "OUT")
-# The paper-style baseline: rrf_doc, K=60, no lever of this project.
-BASELINE_WHERE = (
-    "fusion.k=60",
-    "fusion.method=rrf",
-    "fusion.weights=null",
-    "prf=null",
-    "dense_prf=null",
-    "query_reduction=null",
-    "ltr=null",
-    "rerank=null",
-)
+SEARCH_LEVERS = ("prf", "dense_prf", "query_reduction")  # config groups that change a search
+
+
+def baseline_filters() -> tuple[str, ...]:
+    """The paper-style baseline: rrf_doc, K=60, unweighted, no search lever and no transform stage
+    of this project (each registered transform's group null: learning to rank, re-ranking, ...)."""
+    transforms = [f"{s.group}=null" for s in stage.stages() if s.inner is not None and s.group]
+    return (
+        "fusion.k=60",
+        "fusion.method=rrf",
+        "fusion.weights=null",
+        *(f"{g}=null" for g in SEARCH_LEVERS),
+        *transforms,
+    )
 
 
 # ----------------------------------------------------------------------------- pure functions
@@ -300,13 +304,14 @@ def select(
     subset: str = "ALL",
     guard: str | None = None,
     baseline: str = "rrf_doc",
-    baseline_where=BASELINE_WHERE,
+    baseline_where=None,
     seed: int = 0,
     dataset=None,
     where=(),
 ) -> dict:
     if subset not in SUBSETS or (guard is not None and guard not in SUBSETS):
         raise SystemExit(f"subset={subset} guard={guard}: expected one of {SUBSETS}.")
+    baseline_where = baseline_filters() if baseline_where is None else baseline_where
     rows = sweep_rows(results, sweep, dataset, where)
     # A row whose ranker learned document identities (ltr.allow_identifying let it through) learned
     # part of the answer key: it is reported, never chosen.
@@ -424,7 +429,7 @@ def main(argv=None) -> int:
         action="append",
         default=None,
         metavar="KEY=VALUE",
-        help=f"picks the baseline row (default: {' '.join(BASELINE_WHERE)})",
+        help=f"picks the baseline row (default: {' '.join(baseline_filters())})",
     )
     ap.add_argument("--results", type=Path, default=None, help="default: $HARNESS_ROOT/runs/results.jsonl")
     ap.add_argument(
@@ -456,7 +461,7 @@ def main(argv=None) -> int:
             opts.get("subset", "ALL"),
             opts.get("guard"),
             opts.get("baseline", "rrf_doc"),
-            a.baseline_where if a.baseline_where is not None else BASELINE_WHERE,
+            a.baseline_where if a.baseline_where is not None else baseline_filters(),
             int(opts.get("seed", 0)),
             a.dataset,
             a.where,

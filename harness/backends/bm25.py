@@ -307,16 +307,16 @@ def _unread(fd: int) -> int:
         return 0
 
 
-def index_streaming(ctx, units, tmp: Path, threads: int = 2, docvectors: bool = False) -> dict:
+def index_streaming(source: Path, write_units, tmp: Path, threads: int = 2, docvectors: bool = False) -> dict:
     """Write the units and index them at once. A Python thread writes each unit to the units
     artifact and, in chunks, to ``threads`` named pipes (:class:`_Pipes`); Anserini's
     IndexCollection (in this JVM, which releases the GIL) reads the pipes as its JsonCollection, one
     indexing thread per pipe, so passaging and indexing share the cores (``bench/dapfam_scale.py``
     compares the stage with IndexCollection; README). Units are the same; only Lucene's internal
     document order differs, which no ranking sees (ties are broken by document id). If another
-    process builds the same units meanwhile, they are reused and indexed from disk."""
-    source = ctx.store.path(units)
-    meta = _index_fed(lambda sink: ctx.build_now(units, sink), source, tmp, threads, docvectors)
+    process builds the same units meanwhile, they are reused and indexed from disk. ``source``: the
+    units artifact's folder; ``write_units(sink)`` builds (or reuses) it, feeding ``sink``."""
+    meta = _index_fed(write_units, source, tmp, threads, docvectors)
     if meta is None:  # nothing was written: the units were reused
         return index_file(source, tmp, threads, docvectors)
     return {**meta, "indexed_while_passaging": True}
@@ -611,12 +611,12 @@ class BM25:
         if docvectors:
             params["docvectors"] = True
         art = Artifact(stage.LUCENE, params, (units,), env.lucene(INDEX_VERSION))
-        threads = ctx.cfg.index.threads
+        threads, source = ctx.cfg.index.threads, ctx.store.path(units)
 
         def build(tmp):
             if ctx.store.exists(units):
-                return index_file(ctx.store.path(units), tmp, threads, docvectors)
-            return index_streaming(ctx, units, tmp, threads, docvectors)
+                return index_file(source, tmp, threads, docvectors)
+            return index_streaming(source, lambda sink: ctx.build_now(units, sink), tmp, threads, docvectors)
 
         ctx.ensure(art, build, "BM25 index")
         ctx.build_now(units)  # reused, or built just now; built anyway if only the index was cached
