@@ -96,8 +96,7 @@ from .folds import from_judgments, query_folds
 from .naming import inner_stem, tag
 from .results import find, scores_dir
 from .runs import read_trec, top_k, with_ranks, write_trec
-from .select import holm
-from .significance import max_statistic_test
+from .significance import holm, max_statistic_test
 from .stage import Context, Stage, register
 from .store import default_results
 

@@ -37,7 +37,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from . import stage
@@ -45,7 +44,7 @@ from .compare import paired, per_query_tables
 from .files import write_text_atomic
 from .folds import from_scores, query_folds, stratified_folds  # noqa: F401  (stratified_folds: re-exported)
 from .results import filter_rows, find, newest, read_rows, scores_dir
-from .significance import cv_test, max_statistic_test
+from .significance import cv_test, holm, max_statistic_test
 from .store import default_results
 
 SUBSETS = ("ALL", "IN", "OUT")
@@ -190,12 +189,6 @@ def selection_tests(
     }
     grid = max_statistic_test(diffs(target).to_numpy(), list(target.columns).index(cv["selected"]), seed)
     return {"held_out_test": head, "best_of_grid_test": grid, "tests": tests.to_dict("records")}
-
-
-def holm(pvalues) -> np.ndarray:
-    from statsmodels.stats.multitest import multipletests
-
-    return multipletests(np.asarray(pvalues, float), method="holm")[1] if len(pvalues) else np.array([])
 
 
 def matrix(tables: dict[str, pd.DataFrame], subset: str, metric: str) -> pd.DataFrame:

@@ -150,3 +150,10 @@ def max_statistic_test(diffs: np.ndarray, chosen: int, seed: int = 0, resamples:
         "delta": observed,
         "p_max_statistic": (1 + exceed) / (1 + resamples),
     }
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm-adjusted p-values (statsmodels' ``multipletests``), in the order given."""
+    from statsmodels.stats.multitest import multipletests  # heavy: deferred to where p-values are adjusted
+
+    return multipletests(np.asarray(pvalues, float), method="holm")[1] if len(pvalues) else np.array([])

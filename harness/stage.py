@@ -5,9 +5,10 @@ its artifact kind, where the store keeps it, its conf group and version, and how
 (the sweep listing's label, its TREC-tag fragment and results columns for the run stages, the cost
 model :mod:`harness.cost` prices it with, the timing columns its ``meta.json`` feeds). Everything
 that used to special-case kinds by name (the store's folders, run tags and results columns, the
-report's kinds of system, the sweep listing, the cost estimate, fusion's refusal list) reads these
-declarations instead, so a new stage (a cross-encoder re-ranker, say) is one module that registers
-itself and one conf group; ``tests/test_stage.py`` registers a toy stage and runs it end to end.
+report's kinds of system, the sweep listing, the cost estimate, the timing columns, fusion's
+refusal list, select's baseline, the experiment's chain of transforms) reads these declarations
+instead, so a new stage (a cross-encoder re-ranker, say) is one module that registers itself and
+one conf group; ``tests/test_architecture.py`` registers a toy stage and runs it end to end.
 
 This module is the bottom of the house: it imports only :mod:`harness.artifact`. The built-in
 stage modules are imported on the first look-up (:data:`BUILTIN`, the way a plugin registry finds
@@ -70,7 +71,8 @@ class Stage:
     read), and the experiment applies it wherever the config chooses its ``group``. ``tag`` names a
     run of this kind (run stages only); ``columns(params)`` gives its results columns from its
     params, or their empty values from ``None``. ``cost`` names the model :mod:`harness.cost`
-    prices it with; ``timings`` maps a results column (``index_seconds`` ...) to the ``meta.json``
+    prices it with (``free``, ``passaging``, ``bm25_index``, ``encoding``, ``flat_index``,
+    ``search``, ``aggregation``, ``transform``: rows of its parents' runs, ``scoring``); ``timings`` maps a results column (``index_seconds`` ...) to the ``meta.json``
     fields that feed it, the first present counting."""
 
     kind: str
