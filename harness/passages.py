@@ -38,6 +38,9 @@ from .stage import Context, Stage, register
 log = logging.getLogger(__name__)
 
 VERSION = 1  # of the units builder (harness.env): bump when a change alters the units written
+# Of the encoder's windows alone (2: each re-tokenises within its window, fitted_windows): keys
+# only the units cut by the encoder's tokenizer, so word windows and BM25 indexes are reused.
+WINDOWS_VERSION = 2
 
 MIN_LENGTH, MAX_LENGTH = 16, 8192
 
@@ -78,6 +81,24 @@ def offset_windows(text: str, offsets: list[tuple[int, int]], length: int, strid
     ]
 
 
+def fitted_windows(text: str, offsets: list[tuple[int, int]], length: int, stride: int, hf_tokenizer) -> list[str]:
+    """:func:`offset_windows` whose text re-tokenises to at most ``length`` tokens. A window cut
+    out of the whole text can come out longer when tokenised alone (a window that starts inside
+    a word, a hyphen or digit group the tokenizer splits otherwise, accents its normaliser strips):
+    such a window loses its last tokens until it fits, so the encoder never truncates it."""
+    if not offsets:
+        return []
+    spans = [(s, min(s + length, len(offsets))) for s in starts(len(offsets), length, stride)]
+    pieces = [text[offsets[s][0] : offsets[e - 1][1]] for s, e in spans]
+    counts = [len(ids) for ids in hf_tokenizer(pieces, add_special_tokens=False, verbose=False)["input_ids"]]
+    for i, ((s, e), n) in enumerate(zip(spans, counts)):
+        while n > length and e - s > 1:
+            e = max(s + 1, e - (n - length))
+            pieces[i] = text[offsets[s][0] : offsets[e - 1][1]]
+            n = len(hf_tokenizer(pieces[i], add_special_tokens=False, verbose=False)["input_ids"])
+    return pieces
+
+
 def make_splitter(tokenizer: str, length: int, stride: int, hf_tokenizer=None) -> Callable[[str], list[str]]:
     if tokenizer == "words":
         return lambda text: word_windows(text, length, stride)
@@ -87,7 +108,7 @@ def make_splitter(tokenizer: str, length: int, stride: int, hf_tokenizer=None) -
 
         def split(text: str) -> list[str]:
             enc = hf_tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-            return offset_windows(text, enc["offset_mapping"], length, stride)
+            return fitted_windows(text, enc["offset_mapping"], length, stride, hf_tokenizer)
 
         return split
     raise DataError(f"passage.tokenizer={tokenizer!r}: expected 'words' or 'encoder'.")
@@ -147,7 +168,11 @@ def node(ctx: Context, backend, build: bool = True) -> Artifact:
             }
     environment: dict[str, Any] = {"stage": VERSION}
     if params.get("tokenizer") == "encoder":  # windows are cut by the encoder's tokenizer
-        environment |= {"transformers": env.minor("transformers"), "tokenizers": env.minor("tokenizers")}
+        environment |= {
+            "windows": WINDOWS_VERSION,
+            "transformers": env.minor("transformers"),
+            "tokenizers": env.minor("tokenizers"),
+        }
     art = Artifact(stage.UNITS, params, (ctx.corpus_node,), environment)
 
     def make(tmp: Path, sink=None):

