@@ -13,15 +13,25 @@ sys.path.insert(0, str(ROOT))
 CACM = ROOT.parent / "shared" / "data" / "cacm-xdom"
 
 
-def dataset(store_root):
-    """The real CACM cross-domain set when ../shared has it, else the embedded mini set."""
+def add_quick(ap) -> None:
+    """``--quick``: the script on tiny input, one round, so that ``make test`` runs every benchmark
+    (tests/test_bench.py) and none can rot unseen; its ratios mean nothing."""
+    ap.add_argument("--quick", action="store_true", help="tiny input, one round: checks the script runs, not a figure")
+
+
+def dataset(store_root, quick: bool = False):
+    """The real CACM cross-domain set when ../shared has it, else the embedded mini set; ``quick``:
+    the mini set at its smallest."""
     from omegaconf import OmegaConf
 
     from harness import data
 
-    if CACM.exists():
+    if CACM.exists() and not quick:
         return data.load_local(CACM), "cacm-xdom"
-    return data.load(OmegaConf.load(ROOT / "conf" / "dataset" / "mini.yaml"), store_root), "mini"
+    cfg = OmegaConf.load(ROOT / "conf" / "dataset" / "mini.yaml")
+    if quick:
+        cfg.params.n_docs, cfg.params.n_queries = 60, 8
+    return data.load(cfg, store_root), "mini (quick)" if quick else "mini"
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _util import dataset, report, timer
+from _util import add_quick, dataset, report, timer
 
 
 def main():
@@ -20,25 +20,23 @@ def main():
     ap.add_argument("--depth", type=int, default=1000)
     ap.add_argument("--view", default="TA")
     ap.add_argument("--rounds", type=int, default=3, help="timed rounds after the warm-up; the best of each counts")
+    add_quick(ap)
     a = ap.parse_args()
-    from jnius import autoclass
-
-    from harness import (
-        jvm,  # noqa: F401
-        passages,
-    )
+    if a.quick:
+        a.rounds, a.depth = 1, 100
+    from harness import jvm, passages  # jvm: the JVM on Anserini's jar, before anything reaches for jnius
     from harness.backends import bm25 as lucene
     from harness.data import views as V
     from harness.data.qrels import write_trec_topics
     from harness.runs import read_trec
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-bm25-"))
-    ds, name = dataset(tmp)
+    ds, name = dataset(tmp, a.quick)
     passages.write_units(passages.units(V.target_texts(ds.corpus, a.view), None), tmp / "units")
     lucene.build_index(tmp / "units", tmp / "index", a.threads)
     topics = V.query_texts(ds.queries, a.view)
     write_trec_topics(topics, tmp / "topics.tsv")
-    sc = autoclass("io.anserini.search.SearchCollection")
+    sc = jvm.autoclass("io.anserini.search.SearchCollection")
     # Anserini alone, as a user would run it: the same index, topics, BM25 and threads
     args = lucene.collection_args(tmp / "index", tmp / "topics.tsv", tmp / "anserini.run", 0.9, 0.4, a.depth, a.threads)
     t = {"harness": [], "anserini": []}

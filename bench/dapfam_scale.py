@@ -36,24 +36,29 @@ from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
-from _util import compose, peak_rss_mib, report, split_units, timer
+from _util import add_quick, compose, peak_rss_mib, report, split_units, timer
 
 DAPFAM_FAMILIES = 45_336
 
 
-def predict(cfg) -> dict:
+def predict(cfg, quick: bool = False) -> dict:
     """Seconds per stage as ``make sweep-list`` would predict them for this experiment, before it
     runs (the calibration is the artifact root's, measured there first if missing). Run in a
     child process, so that calibrating leaves this process's peak RSS to the run it measures."""
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_predict, cfg).result()
+        return pool.submit(_predict, cfg, quick).result()
 
 
-def _predict(cfg) -> dict:
+def _predict(cfg, quick: bool = False) -> dict:
+    import functools
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from harness import cost, data
+    from harness import cost, data, stage
+
+    if quick:  # the smallest calibration that exercises every line (as tests/test_sweep.py's listing test)
+        cost.POINT_FAMILIES = (4, 8)
+        cost._calibrate_runs = functools.partial(cost._calibrate_runs, queries=50, depth=200)
     from harness.experiment import Experiment
     from harness.store import Store, default_root
 
@@ -63,7 +68,7 @@ def _predict(cfg) -> dict:
     planned.scores()
     nodes = planned.nodes
     size = {**cost.sizes(ds, store.root), "chars_per_token": 4.0}  # no dense stage here
-    missing = {n.key for n in nodes if n.kind != "dataset"}
+    missing = {n.key for n in nodes if n.kind != stage.DATASET}
     c = {**cost.calibrate(default_root(), cfg, cost.bm25_reach(nodes, missing, size)), "chars_per_token": 4.0}
     e = cost.estimate(nodes, missing, size, c, cfg)
     return {
@@ -85,8 +90,7 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     except ImportError:
         print("bm25s not installed: no second anchor (pip install -e .[bench])")
         return
-    from jnius import autoclass
-
+    from harness import jvm
     from harness.backends import bm25 as lucene
     from harness.data.qrels import write_trec_topics
 
@@ -107,7 +111,7 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
     lucene.build_index(sub.parent, tmp / "bm25s-lucene", threads)
     write_trec_topics(topics, tmp / "topics-sub.tsv")
     args = lucene.collection_args(tmp / "bm25s-lucene", tmp / "topics-sub.tsv", tmp / "sub.run", k1, b, depth, threads)
-    sc = autoclass("io.anserini.search.SearchCollection")
+    sc = jvm.autoclass("io.anserini.search.SearchCollection")
     sc.main(args)  # warm-up
     with timer(t := {}, "anserini"):
         sc.main(args)
@@ -129,8 +133,7 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
 def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
     """Alternate the harness's search and SearchCollection on one index, best of each (after the
     whole-path run both are warm): the fair figure, since one cold run varies from run to run."""
-    from jnius import autoclass
-
+    from harness import jvm
     from harness.backends import bm25 as lucene
     from harness.data.qrels import write_trec_topics
 
@@ -138,7 +141,7 @@ def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
     args = lucene.collection_args(
         index, tmp / "round-topics.tsv", tmp / "round.run", cfg.bm25.k1, cfg.bm25.b, cfg.search.depth, a.threads
     )
-    sc = autoclass("io.anserini.search.SearchCollection")
+    sc = jvm.autoclass("io.anserini.search.SearchCollection")
     best = {"harness": float("inf"), "anserini": float("inf")}
     for _ in range(a.search_rounds):
         with timer(t := {}, "harness"):
@@ -200,13 +203,11 @@ def main():
         action="store_true",
         help="print what the cost estimate predicts for each stage (calibrating first if needed), run nothing",
     )
+    add_quick(ap)
     a = ap.parse_args()
-    from jnius import autoclass
-
-    from harness import (
-        data,
-        jvm,  # noqa: F401
-    )
+    if a.quick:
+        a.families, a.chars, a.queries, a.query_chars, a.length, a.bm25s_passages = 150, 3000, 10, 600, 128, 500
+    from harness import data, jvm, stage  # jvm: the JVM on Anserini's jar, before anything reaches for jnius
     from harness.backends import bm25 as lucene
     from harness.data import synthetic
     from harness.data import views as V
@@ -237,7 +238,7 @@ def main():
     )
     ds = data.load(cfg.dataset, store.root)
     exp = Experiment(cfg, ds, store)
-    predicted = predict(cfg)
+    predicted = predict(cfg, a.quick)
     if a.predict_only:
         for stage, p in predicted.items():
             print(f"ESTIMATE {stage:20s} predicted {p:8.1f}s", flush=True)
@@ -246,11 +247,11 @@ def main():
     with timer(t, "whole"):
         exp.scores()
     rss = peak_rss_mib()
-    units = next(n for n in exp.nodes if n.kind == "units")
-    index = next(n for n in exp.nodes if n.kind == "lucene")
+    units = next(n for n in exp.nodes if n.kind == stage.UNITS)
+    index = next(n for n in exp.nodes if n.kind == stage.LUCENE)
     lm, um = store.meta(index), store.meta(units)
-    sm = stage_meta(store, exp, "unit_run")
-    fm, scm = stage_meta(store, exp, "family_run"), stage_meta(store, exp, "scores")
+    sm = stage_meta(store, exp, stage.UNIT_RUN)
+    fm, scm = stage_meta(store, exp, stage.FAMILY_RUN), stage_meta(store, exp, stage.SCORES)
     n_units = um["units"]
 
     # Anserini alone on the same input with the same threads: the passages in one file per thread
@@ -279,8 +280,8 @@ def main():
         a.threads,
     )
     with timer(t, "anserini_search"):
-        autoclass("io.anserini.search.SearchCollection").main(args)
-    ours = read_trec(store.path(next(n for n in exp.nodes if n.kind == "unit_run")) / "run.trec")
+        jvm.autoclass("io.anserini.search.SearchCollection").main(args)
+    ours = read_trec(store.path(next(n for n in exp.nodes if n.kind == stage.UNIT_RUN)) / "run.trec")
     theirs = read_trec(tmp / "anserini.run")
     key = ["query_id", "doc_id"]
     same = ours.sort_values(key).reset_index(drop=True).equals(theirs.sort_values(key).reset_index(drop=True))
@@ -327,7 +328,7 @@ def main():
         tmp,
         a.threads,
     )
-    dense_line(n_units / a.families * DAPFAM_FAMILIES)
+    dense_line(n_units / a.families * DAPFAM_FAMILIES, *((8, 8) if a.quick else ()))
 
 
 if __name__ == "__main__":

