@@ -14,6 +14,7 @@ HERE = Path(__file__).resolve().parent
 # Each script, its arguments for `make bench`, and the lines it owes (docs/benchmarks.md lists them).
 BENCHES = [
     (["bm25_search.py"], ["RATIO bm25 search overhead harness/SearchCollection"]),
+    (["query_time.py"], ["RATIO bm25 ms/query first row/same search again"]),
     (["indexing.py"], ["RATIO passaging+indexing harness/IndexCollection"]),
     (["encoding.py"], ["RATIO encoding harness/sentence-transformers"]),
     (

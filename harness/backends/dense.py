@@ -78,6 +78,7 @@ class Encoder:
         if pooling not in ("mean", "cls"):
             raise ValueError(f"encoder.pooling={pooling!r}: expected 'mean' or 'cls'.")
         self.path = resolve_model(model, revision)
+        self.warm = False  # a query search has run through it: the next one is timed warm (search())
         self.device = resolve_device(device)
         try:
             if trust_remote_code:
@@ -239,6 +240,10 @@ def search(
                 f"Faiss index {index_dir} lacks '{f}'. Fix: delete {index_dir} and run again to rebuild it."
             )
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
+    if qids and not encoder.warm:  # query time is search time: not the first batch's start-up
+        encoder.encode([topics[q] for q in qids[:8]], prefix=prefix, desc="warm-up")
+        searcher.batch_search(encoder.encode([topics[qids[0]]], prefix=prefix), qids[:1], k=1, threads=int(threads))
+        encoder.warm = True
     t0 = time.perf_counter()
     q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries")
     if prf and qids:
