@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 from . import env, stage
 from .artifact import Artifact
+from .console import inner_bars
 from .data import views as V
 from .data.schema import PASSAGE_SEP, DataError
 from .stage import Context, Stage, register
@@ -222,7 +223,7 @@ def write_units(records: Iterable[dict], folder: Path, total: int | None = None,
         open(out / "units.jsonl", "w", encoding="utf-8", buffering=1 << 20) as f,
         sink() if sink else nullcontext() as g,
     ):
-        for rec in tqdm(records, desc="units", unit=" unit", mininterval=2, disable=None):
+        for rec in tqdm(records, desc="units", unit=" unit", mininterval=2, disable=inner_bars()):
             line = json.dumps(rec, ensure_ascii=False) + "\n"
             f.write(line)
             if g is not None:

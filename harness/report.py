@@ -189,6 +189,33 @@ def _save(fig, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def summary(results_path: Path, keys: list[str], n: int = 5) -> str:
+    """What came out, as a console table in the manner of PyTerrier's ``pt.Experiment``: the best
+    ``n`` rows by the primary measure on ALL, then the best on IN and on OUT where they are others
+    (marked), each with its measures on ALL / IN / OUT and its query time."""
+    wanted = set(keys)
+    rows = [r for r in read_rows(results_path) if r.get("scores_key") in wanted]
+    df = results_frame(rows)
+    if df.empty:
+        return "  no results"
+    metrics = metrics_of(rows)
+    primary = metrics[0]
+    picks = [(i, "") for i in range(min(n, len(df)))]
+    for subset in ("IN", "OUT"):
+        best = int(df[f"{primary}/{subset}"].to_numpy(float).argmax())
+        if all(best != i for i, _ in picks):
+            picks.append((best, f"best {subset}"))
+    names = [str(df.at[i, "tag"]).rsplit(".", 1)[0] + (f"  ({why})" if why else "") for i, why in picks]
+    width = max(len(x) for x in names)
+    cols = [f"{m}/{s_}" for m in metrics[:2] for s_ in ("ALL", "IN", "OUT")]
+    head = f"  {'system':{width}s}  " + "  ".join(f"{c:>12s}" for c in cols) + f"  {'ms/query':>8s}"
+    lines = [f"  best by {primary} (ALL), of {len(df)} experiments:", head]
+    for (i, _), name in zip(picks, names):
+        vals = "  ".join(f"{df.at[i, c]:12.4f}" for c in cols)
+        lines.append(f"  {name:{width}s}  {vals}  {df.at[i, 'ms/query']:8.1f}")
+    return "\n".join(lines)
+
+
 def write_report(
     store: Store,
     results_path: Path,

@@ -36,7 +36,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 from tqdm.auto import tqdm
 
-from . import cost, data, report, stage
+from . import console, cost, data, report, stage
 from .config import CONF, _key, compose
 from .data import DataError
 from .experiment import Experiment, run_experiment
@@ -46,7 +46,7 @@ from .store import Store
 
 log = logging.getLogger("harness.sweep")
 
-OWN_KEYS = ("sweep", "list", "launcher")
+OWN_KEYS = ("sweep", "list", "launcher", "log")
 
 
 def load_sweep(name: str):
@@ -220,9 +220,11 @@ def cost_estimate(nodes, info, datasets) -> str:
     return cost.report(nodes, missing, size, calibration, cfg, float(cfg.cost.gpu_speedup))
 
 
-def run_basic(scores: dict, datasets: DatasetCache) -> list[str]:
+def run_basic(scores: dict, datasets: DatasetCache, screen: console.Console | None = None) -> list[str]:
     failed = []
-    for overrides, cfg in tqdm(scores.values(), desc="sweep", unit=" exp", disable=None):
+    items = scores.values()
+    bar = screen.progress(items, len(scores)) if screen else tqdm(items, desc="sweep", unit=" exp", disable=None)
+    for overrides, cfg in bar:
         try:
             row = run_experiment(cfg, datasets.get(cfg))
             add_row(Path(cfg.root) / cfg.results, row)
@@ -293,14 +295,18 @@ def _terminate(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s][%(levelname)s] - %(message)s")
-    logging.getLogger("faiss.loader").setLevel(logging.WARNING)
     argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = any(a in ("-v", "--verbose") for a in argv)
+    argv = [a for a in argv if a not in ("-v", "--verbose")]
     own, extra = split_args(argv)
     spec = load_sweep(own.get("sweep", "default"))
     name = Path(own.get("sweep", "default")).stem
     try:
+        level = console.level_of(own, verbose)
         jobs = expand(spec, extra)
+    except ValueError as e:  # log=: the one line
+        print(f"sweep {name}: {e}", file=sys.stderr)
+        return 2
     except Exception as e:  # noqa: BLE001  (Hydra's override parser: name the sweep and the value)
         print(
             f"sweep {name}: an override cannot be parsed ({' '.join(str(e).split())[:300]}). Fix: write values as "
@@ -309,6 +315,24 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     listing_only = own.get("list", "false").lower() in ("1", "true", "yes")
+    launcher = own.get("launcher", "basic")
+    if listing_only or launcher != "basic" or not jobs:
+        logging.basicConfig(level=logging.INFO, format=console.FORMAT)
+        logging.getLogger("faiss.loader").setLevel(logging.WARNING)
+        return _sweep(name, spec, jobs, extra, listing_only, launcher, None)
+    try:
+        root = Path(compose(jobs[0][1]).root)
+    except user_errors() as e:
+        print(f"sweep {name}: {e}", file=sys.stderr)
+        return 2
+    screen = console.open_console(root / "runs" / "logs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}.log", level)
+    try:
+        return _sweep(name, spec, jobs, extra, listing_only, launcher, screen)
+    finally:
+        screen.close()
+
+
+def _sweep(name: str, spec, jobs, extra, listing_only: bool, launcher: str, screen: console.Console | None) -> int:
     datasets = DatasetCache(published=listing_only)
     t0 = time.perf_counter()
     try:
@@ -321,13 +345,15 @@ def main(argv: list[str] | None = None) -> int:
     if listing_only:
         print(cost_estimate(nodes, info, datasets), flush=True)
         return 0
-    launcher = own.get("launcher", "basic")
-    failed = run_basic(info["scores"], datasets) if launcher == "basic" else run_launcher(spec, extra, launcher)
+    if screen is not None:
+        print(f"  log: {screen.log_file}", flush=True)
+    failed = run_basic(info["scores"], datasets, screen) if launcher == "basic" else run_launcher(spec, extra, launcher)
     first_cfg = next(iter(info["scores"].values()))[1]
+    results = Path(first_cfg.root) / first_cfg.results
     try:
         out = report.write_report(
             store,
-            Path(first_cfg.root) / first_cfg.results,
+            results,
             list(info["scores"]),
             name,
             {k: list(o) for k, (o, _) in info["scores"].items()},
@@ -344,7 +370,13 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    if screen is not None:
+        print(report.summary(results, list(info["scores"])), flush=True)
+        if screen.once.repeats:
+            print(f"  {screen.once.repeats} more warning(s) like those above: {screen.log_file}", flush=True)
     print(f"sweep {name}: {len(info['scores'])} experiments in {time.perf_counter() - t0:.1f}s; report in {out}")
+    if (out / "index.html").exists():
+        print(f"  open {out / 'index.html'}")
     if failed:
         print(f"{len(failed)} failed: " + "; ".join(failed), file=sys.stderr)
         return 1

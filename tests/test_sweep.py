@@ -276,3 +276,36 @@ def test_a_report_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, caps
     assert main(args(tmp_path, sweep_file)) == 1
     err = capsys.readouterr().err
     assert "the report cannot be written (Permission denied" in err and "Fix: make the root writable" in err
+
+
+def _compositions_agree(jobs) -> list[str]:
+    from omegaconf import OmegaConf
+
+    from harness.config import _compose_whole, compose
+
+    bad = []
+    for _, overrides in jobs:
+        fast, whole = compose(overrides), _compose_whole(overrides)
+        same = OmegaConf.to_container(fast) == OmegaConf.to_container(whole)
+        if not same or OmegaConf.to_yaml(fast) != OmegaConf.to_yaml(whole) or OmegaConf.is_struct(fast) is not True:
+            bad.append(" ".join(overrides))
+    return bad
+
+
+def test_a_composed_base_plus_plain_values_is_what_hydra_composes():
+    """config.compose merges the group choices once and applies plain values to a copy; the
+    result must be Hydra's whole composition, for sweep jobs and for values Hydra refuses."""
+    jobs = expand(load_sweep("beyond2"), []) + expand(load_sweep("default"), [])[::4]
+    jobs += [("x", ["+experiment=rrf_doc", "fusion.weights=[1,2]", "ltr=lambdamart", "ltr.features=[run]"])]
+    assert _compositions_agree(jobs) == []
+    from harness.config import ConfigError, compose
+
+    for bad in (["+experiment=doc_bm25", "bm25.k1=abc"], ["granularity=para"], ["no_such_key=1"]):
+        with pytest.raises(ConfigError):
+            compose(bad)
+
+
+@pytest.mark.slow
+def test_every_job_of_every_sweep_file_composes_as_hydra_does():
+    for path in sorted((ROOT / "conf" / "sweep").glob("*.yaml")):
+        assert _compositions_agree(expand(load_sweep(path.stem), [])) == [], path.name

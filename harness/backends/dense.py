@@ -28,6 +28,7 @@ from tqdm.auto import tqdm
 
 from .. import env, fast_tier_guard, stage
 from ..artifact import Artifact
+from ..console import inner_bars
 from ..data.digest import default_cache
 from ..faults import point
 from ..models import PACKAGED, resolve_model
@@ -79,6 +80,7 @@ class Encoder:
             raise ValueError(f"encoder.pooling={pooling!r}: expected 'mean' or 'cls'.")
         self.path = resolve_model(model, revision)
         self.warm = False  # a query search has run through it: the next one is timed warm (search())
+        self.truncated = 0  # texts over max_length in the last encode() call
         self.device = resolve_device(device)
         try:
             if trust_remote_code:
@@ -103,7 +105,12 @@ class Encoder:
         ids = self.tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False)["input_ids"]
         return np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(texts))
 
-    def encode(self, texts: list[str], prefix: str = "", desc: str = "encode") -> np.ndarray:
+    def encode(self, texts: list[str], prefix: str = "", desc: str = "encode", truncates: bool = False) -> np.ndarray:
+        """Vectors of ``texts`` (each with ``prefix``), in their order. A text over
+        ``encoder.max_length`` tokens is truncated: a warning for units cut to fit (windows that
+        overflow are a fault), the log only where truncation is the method (``truncates``: whole
+        documents and queries, which a fixed-length encoder reads up to its length, as the paper's
+        document-level runs do); :attr:`truncated` keeps the last call's count either way."""
         import torch
 
         texts = [f"{prefix}{t}" if prefix else t for t in texts]
@@ -111,8 +118,9 @@ class Encoder:
             return np.zeros((0, self.impl.model.config.hidden_size), dtype=np.float32)
         lengths = self.lengths(texts)
         over = lengths > self.max_length
+        self.truncated = int(over.sum())
         if over.any():
-            log.warning(
+            (log.info if truncates else log.warning)(
                 "%s: %d of %d texts exceed encoder.max_length=%d tokens (longest %d, mean excess %.0f): "
                 "they are truncated",
                 desc,
@@ -126,7 +134,8 @@ class Encoder:
         order = np.argsort(-lengths, kind="stable")
         out = None
         with torch.inference_mode():
-            for i in tqdm(range(0, len(texts), self.batch_size), desc=desc, unit=" batch", disable=None, mininterval=2):
+            batches = range(0, len(texts), self.batch_size)
+            for i in tqdm(batches, desc=desc, unit=" batch", disable=inner_bars(), mininterval=2):
                 idx = order[i : i + self.batch_size]
                 emb = self.impl.encode([texts[j] for j in idx], max_length=self.max_length)
                 if out is None:
@@ -167,15 +176,17 @@ def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
     return enc
 
 
-def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "") -> dict:
-    """Encode every unit; write ``embeddings.npy`` and ``docid`` (one id a line)."""
+def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "", whole: bool = False) -> dict:
+    """Encode every unit; write ``embeddings.npy`` and ``docid`` (one id a line). ``whole``: the
+    units are whole documents, read up to ``encoder.max_length`` by design (counted in
+    ``meta.json``'s ``truncated``, logged, not warned)."""
 
     ids, texts = [], []
     for rec in read_units(units_dir):
         ids.append(rec["id"])
         texts.append(rec["contents"])
     t0 = time.perf_counter()
-    emb = encoder.encode(texts, prefix=prefix, desc="encode units")
+    emb = encoder.encode(texts, prefix=prefix, desc="encode units", truncates=whole)
     seconds = time.perf_counter() - t0
     np.save(out / "embeddings.npy", emb)
     (out / "docid").write_text("".join(f"{i}\n" for i in ids))
@@ -185,6 +196,7 @@ def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "")
         "dim": int(emb.shape[1]),
         "units_per_second": round(len(ids) / max(seconds, 1e-9), 1),
         "device": encoder.device,
+        "truncated": encoder.truncated,
     }
 
 
@@ -241,11 +253,12 @@ def search(
             )
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
     if qids and not encoder.warm:  # query time is search time: not the first batch's start-up
-        encoder.encode([topics[q] for q in qids[:8]], prefix=prefix, desc="warm-up")
-        searcher.batch_search(encoder.encode([topics[qids[0]]], prefix=prefix), qids[:1], k=1, threads=int(threads))
+        encoder.encode([topics[q] for q in qids[:8]], prefix=prefix, desc="warm-up", truncates=True)
+        first = encoder.encode([topics[qids[0]]], prefix=prefix, truncates=True)
+        searcher.batch_search(first, qids[:1], k=1, threads=int(threads))
         encoder.warm = True
     t0 = time.perf_counter()
-    q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries")
+    q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries", truncates=True)
     if prf and qids:
         q_emb = prf_queries(searcher, q_emb, qids, prf, threads)
     hits = (
@@ -297,7 +310,11 @@ class Dense:
             encoder_env(ctx, EMBED_VERSION),
         )
         ctx.ensure(
-            emb, lambda tmp: encode_units(ctx.store.path(units), tmp, ctx.encoder, e.doc_prefix or ""), "embeddings"
+            emb,
+            lambda tmp: encode_units(
+                ctx.store.path(units), tmp, ctx.encoder, e.doc_prefix or "", units.params["granularity"] == "document"
+            ),
+            "embeddings",
         )
         q = str(ctx.cfg.dense.quantization)
         art = Artifact(
