@@ -43,6 +43,11 @@ from .store import Store
 
 log = logging.getLogger(__name__)
 
+# The dense encoders loaded in this process, one per encoder config: a sweep's experiments share
+# them (loading a model and warming it up costs seconds each; its vectors do not depend on who
+# asked, and its weights are read-only).
+ENCODERS: dict[str, object] = {}
+
 
 class Experiment:
     def __init__(self, cfg: DictConfig, dataset: Dataset, store: Store | None = None, plan: bool = False):
@@ -66,7 +71,7 @@ class Experiment:
         self.store = store or Store.from_config(cfg)
         self.nodes: list[Artifact] = []
         self.later: dict[str, tuple] = {}
-        self.encoders: dict[str, object] = {}  # one loaded encoder per encoder config, shared with parts
+        self.encoders = ENCODERS  # one loaded encoder per encoder config in this process
         self.elsewhere: set[str] = set()  # keys of nodes built for another dataset (ltr.train): not timed here
 
     def ensure(self, art: Artifact, build, describe: str) -> Artifact:
@@ -192,7 +197,7 @@ class Experiment:
     # ------------------------------------------------------------------ what stages ask of the context
     @property
     def encoder(self):
-        """The dense encoder of this config, loaded once per experiment and its fused parts."""
+        """The dense encoder of this config, loaded once per process (:data:`ENCODERS`)."""
         key = repr(OmegaConf.to_container(self.cfg.encoder, resolve=True, enum_to_str=True))
         if key not in self.encoders:
             self.encoders[key] = make_encoder(self.cfg.encoder)
