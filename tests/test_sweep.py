@@ -309,3 +309,86 @@ def test_a_composed_base_plus_plain_values_is_what_hydra_composes():
 def test_every_job_of_every_sweep_file_composes_as_hydra_does():
     for path in sorted((ROOT / "conf" / "sweep").glob("*.yaml")):
         assert _compositions_agree(expand(load_sweep(path.stem), [])) == [], path.name
+
+
+def _in_a_terminal(cmd: list[str], env: dict, cwd: Path, cols: int = 120, timeout: float = 600) -> str:
+    """Run ``cmd`` with a pseudo-terminal of ``cols`` columns as its stdout and stderr (progress
+    bars draw as they do for a person) and return everything it wrote."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, cols, 0, 0))
+    proc = subprocess.Popen(cmd, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL, env=env, cwd=cwd)
+    os.close(slave)
+    chunks, t0 = [], time.monotonic()
+    while True:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+        assert time.monotonic() - t0 < timeout, "the sweep did not finish"
+    proc.wait()
+    os.close(master)
+    assert proc.returncode == 0, b"".join(chunks).decode(errors="replace")[-3000:]
+    return b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_a_sweep_in_a_terminal_shows_the_plan_one_bar_and_a_summary(tmp_path):
+    """What a person sees: the plan, the log's path, one progress bar redrawn in place, warnings
+    at most once each, and the best rows at the end; every artifact's INFO line is in the log file,
+    none on the console. ``-v`` brings them back."""
+    sweep = tmp_path / "two.yaml"
+    sweep.write_text(
+        "blocks:\n  b:\n    +experiment: doc_bm25,passage_bm25\n    target_fields: TA,FULL\n    passage.length: 64\n"
+    )
+    env = {**os.environ, "HARNESS_ROOT": str(tmp_path)}
+    cmd = [sys.executable, "-m", "harness.sweep", *args(tmp_path, sweep)]
+    out = _in_a_terminal(cmd, env, tmp_path)
+    lines = [x for x in out.replace("\r\n", "\n").split("\n") if x.strip()]
+    screens = [x.split("\r")[-1] for x in lines]  # what stays on screen once the bar is redrawn
+    assert len(lines) < 60, out
+    assert not any("[INFO]" in x or "INFO " in x for x in lines), out
+    assert any("%|" in x for x in out.split("\r")), "no progress bar was drawn"
+    assert screens[0].startswith("sweep two: 4 jobs") and "to build" in out
+    i = next(n for n, x in enumerate(screens) if x.startswith("  best by nDCG@100 (ALL), of 4 experiments"))
+    assert "nDCG@100/OUT" in screens[i + 1] and "ms/query" in screens[i + 1]
+    assert any(x.startswith("sweep two: 4 experiments in") for x in screens[i:])
+    log = next((tmp_path / "runs" / "logs").glob("two-*.log")).read_text()
+    assert log.count("[harness.store][INFO] - built ") >= 10 and "- building " in log
+    assert f"log: {tmp_path / 'runs' / 'logs'}" in out
+    verbose = _in_a_terminal([*cmd, "-v"], env, tmp_path)
+    assert "reused" in verbose and "INFO" in verbose  # all cached now: each reuse is said
+
+
+def test_a_warning_reaches_the_console_once(tmp_path, capsys):
+    """The same warning from every experiment (other numbers) is shown once and counted after."""
+    import logging
+
+    from harness import console
+
+    screen = console.open_console(tmp_path / "x.log")
+    try:
+        log = logging.getLogger("harness.test")
+        for n in range(5):
+            log.warning("encode units: %d texts exceed the length", n)
+        log.warning("another warning")
+        log.info("an info line")
+    finally:
+        screen.close()
+    err = capsys.readouterr().err
+    assert err.count("exceed the length") == 1 and err.count("another warning") == 1 and "info line" not in err
+    assert screen.once.repeats == 4
+    text = (tmp_path / "x.log").read_text()
+    assert text.count("exceed the length") == 5 and "an info line" in text
