@@ -17,7 +17,7 @@ def main():
     add_quick(ap)
     a = ap.parse_args()
     if a.quick:
-        a.n = 16
+        a.n, a.batch = 8, 8
     from sentence_transformers import SentenceTransformer
 
     from harness import jvm  # noqa: F401

@@ -38,16 +38,20 @@ BENCHES = [
     ),
 ]
 
+# README's timings under load (bench/under_load.py): minutes of `make test` inside, so `make bench`
+# leaves it to its own command; its quick mode runs with the others in tests/test_bench.py.
+TIMINGS = [(["under_load.py"], ["TIME sweep fresh", "TIME sweep cached"])]
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="every script on tiny input, one round (checks, no figures)")
     a = ap.parse_args(argv)
     failed = []
-    for (script, *args), owed in BENCHES:
+    for (script, *args), owed in BENCHES + (TIMINGS if a.quick else []):
         cmd = [sys.executable, str(HERE / script), *(["--quick"] if a.quick else args)]
         r = subprocess.run(cmd, capture_output=True, text=True)
-        lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE"))]
+        lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE", "TIME"))]
         print("\n".join(lines), flush=True)
         missing = [o for o in owed if not any(line.startswith(o) for line in lines)]
         if r.returncode != 0 or missing:

@@ -16,7 +16,7 @@ import run_all  # noqa: E402
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("bench", run_all.BENCHES, ids=lambda b: b[0][0])
+@pytest.mark.parametrize("bench", run_all.BENCHES + run_all.TIMINGS, ids=lambda b: b[0][0])
 def test_each_benchmark_prints_its_lines_in_quick_mode(bench, tmp_path):
     (script, *_), owed = bench
     env = {**os.environ, "HARNESS_ROOT": str(tmp_path), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -29,7 +29,7 @@ def test_each_benchmark_prints_its_lines_in_quick_mode(bench, tmp_path):
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE"))]
+    lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE", "TIME"))]
     assert [o for o in owed if not any(line.startswith(o) for line in lines)] == [], r.stdout[-3000:]
     assert not (ROOT / "bench" / "indexes").exists()  # nothing written next to the scripts
 
@@ -47,4 +47,4 @@ def test_run_all_fails_on_a_script_that_owes_a_line(tmp_path, monkeypatch, capsy
 def test_docs_list_every_ratio_make_bench_prints():
     """docs/benchmarks.md's figures name every script `make bench` runs."""
     text = (ROOT / "docs" / "benchmarks.md").read_text()
-    assert [s for (s, *_), _ in run_all.BENCHES if f"bench/{s}" not in text] == []
+    assert [s for (s, *_), _ in run_all.BENCHES + run_all.TIMINGS if f"bench/{s}" not in text] == []
