@@ -69,7 +69,8 @@ def _predict(cfg, quick: bool = False) -> dict:
     nodes = planned.nodes
     size = {**cost.sizes(ds, store.root), "chars_per_token": 4.0}  # no dense stage here
     missing = {n.key for n in nodes if n.kind != stage.DATASET}
-    c = {**cost.calibrate(default_root(), cfg, cost.bm25_reach(nodes, missing, size)), "chars_per_token": 4.0}
+    reach = cost.bm25_reach(nodes, missing, size)
+    c = {**cost.calibrate(default_root(), cfg, reach, encoder=False), "chars_per_token": 4.0}  # BM25 only
     e = cost.estimate(nodes, missing, size, c, cfg)
     return {
         "passaging+indexing": e["units"] + e["lucene"],

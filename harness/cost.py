@@ -108,7 +108,7 @@ POINT_LENGTH = 512  # words per passage of the BM25 points (as bench/dapfam_scal
 QUERY_CHARS = 6_000  # TAC-length queries (title + abstract + claims)
 
 
-def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
+def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True) -> dict:
     """Throughputs of this machine, cached in ``<root>/indexes/calibration.json``.
 
     BM25 stages are measured as *points* (one synthetic corpus each, :mod:`harness.data.synthetic`)
@@ -118,7 +118,8 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
     are always measured; when ``reach_chars`` (the largest index the estimate must predict) is more
     than ``REACH`` times the largest point, two more points, at a 32nd and an eighth of it, are
     measured once and cached, so no line is extrapolated far past what was measured and the slope
-    beyond the last point is measured near it. The encoder is timed per model, length and dtype."""
+    beyond the last point is measured near it. The encoder is timed per model, length and dtype,
+    unless ``encoder`` is False (a plan with no dense stage: nothing to load a model for)."""
     cache = Path(root) / "indexes" / "calibration.json"
     host = f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}"
     e = cfg.encoder
@@ -146,11 +147,11 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0) -> dict:
     points.sort(key=lambda p: p["chars"])
     runs_key = f"{host}|runs"
     runs: dict = known[runs_key] if "score_s_per_query" in known.get(runs_key, {}) else _calibrate_runs()
-    if enc_key not in known:
+    if encoder and enc_key not in known:
         log.info("calibrating the encoder on this machine (cached in %s)", cache)
-    encoder = known.get(enc_key) or _calibrate_encoder(e)
-    _write(cache, {**_read(cache), bm25_key: points, enc_key: encoder, runs_key: runs})
-    return {"bm25_points": points, **encoder, **runs}
+    timed = known.get(enc_key) or (_calibrate_encoder(e) if encoder else {})
+    _write(cache, {**_read(cache), bm25_key: points, runs_key: runs, **({enc_key: timed} if timed else {})})
+    return {"bm25_points": points, **timed, **runs}
 
 
 def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:

@@ -214,7 +214,12 @@ def cost_estimate(nodes, info, datasets) -> str:
         if stage.get(n.kind).cost != "free" and (ds.fingerprint == "published-size" or not store.exists(n))
     }
     calibration = {
-        **cost.calibrate(store.root, cfg, cost.bm25_reach(nodes, missing, size)),
+        **cost.calibrate(
+            store.root,
+            cfg,
+            cost.bm25_reach(nodes, missing, size),
+            encoder=any(stage.get(n.kind).cost == "encoding" or n.params.get("backend") == "dense" for n in nodes),
+        ),
         "chars_per_token": size["chars_per_token"],
     }
     return cost.report(nodes, missing, size, calibration, cfg, float(cfg.cost.gpu_speedup))
