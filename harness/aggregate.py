@@ -99,6 +99,5 @@ STAGE = register(
         run=True,
         tag=family_tag,
         cost="aggregation",
-        describe="family run",
     )
 )

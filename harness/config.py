@@ -742,7 +742,7 @@ def _is_group(override: str) -> bool:
     """A group choice (``+experiment=x``, ``dataset=local``, ``prf=null``), not a plain value."""
     key = override.split("=", 1)[0]
     name = key.lstrip("+~")
-    return "@" in key or ("." not in name and "/" not in name and (CONF / name).is_dir()) or "/" in name
+    return "@" in key or "/" in name or ("." not in name and (CONF / name).is_dir())
 
 
 def _conf_signature() -> tuple:

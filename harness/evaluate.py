@@ -193,6 +193,4 @@ def build(tmp: Path, run_dir: Path, ds, metrics: list[str], manifest: dict) -> d
     }
 
 
-STAGE = register(
-    Stage(stage.SCORES, "runs", "experiments (distinct scores)", VERSION, cost="scoring", describe="scores")
-)
+STAGE = register(Stage(stage.SCORES, "runs", "experiments (distinct scores)", VERSION, cost="scoring"))

@@ -148,9 +148,10 @@ class Experiment:
         unit_run = self.unit_run(name)
         method = "identity" if str(cfg.granularity) == "document" else str(cfg.aggregation)
         art = aggregate.artifact(unit_run, method, int(cfg.search.k), bool(self.ds.self_ids))
-        run_file = self.store.path(unit_run) / "run.trec"
-        build = lambda tmp: aggregate.build(tmp, art, run_file, self.ds.self_ids, int(cfg.search.depth))  # noqa: E731
-        return self.ensure(art, build, f"{method} family run")
+        run_file, depth = self.store.path(unit_run) / "run.trec", int(cfg.search.depth)
+        return self.ensure(
+            art, lambda tmp: aggregate.build(tmp, art, run_file, self.ds.self_ids, depth), f"{method} family run"
+        )
 
     def fused_run(self, parts: list[Artifact]) -> Artifact:
         f = self.cfg.fusion
@@ -192,7 +193,7 @@ class Experiment:
             )
             return evaluate.build(tmp, run_dir, self.ds, self.metrics, about)
 
-        return self.ensure(art, build, evaluate.STAGE.describe)
+        return self.ensure(art, build, "scores")
 
     # ------------------------------------------------------------------ what stages ask of the context
     @property
@@ -230,10 +231,7 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
     run = scores.parents[0]
     meta = exp.store.meta(scores)
     name = tag(run)
-    chain = [run]  # the final run and the runs its transforms improve on
-    while (inner := stage.get(chain[-1].kind).inner) is not None:
-        chain.append(inner(chain[-1]))
-    identifying = [f for n in chain for f in exp.store.meta(n).get("identifying", [])]
+    identifying = [f for n in stage.chain(run) for f in exp.store.meta(n).get("identifying", [])]
     return {
         "experiment": cfg.get("name") or name,
         "dataset": dataset.name,

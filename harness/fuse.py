@@ -154,6 +154,5 @@ STAGE = register(
         columns=fused_columns,
         in_fused_input="a fusion itself",
         cost="transform",
-        describe="fused run",
     )
 )

@@ -1088,7 +1088,6 @@ STAGES = (
             system=" + LTR",
             in_fused_input="learned on its own",
             cost="transform",
-            describe="learned run",
         )
     ),
 )

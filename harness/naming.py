@@ -94,10 +94,10 @@ def columns(run: Artifact) -> dict:
     for s in stage.stages():
         if s.inner is not None and s.columns is not None:
             own.update(s.columns(None))
-    while (s := stage.get(run.kind)).inner is not None:
-        if s.columns is not None:
-            own.update(s.columns(run.params))
-        run = s.inner(run)
+    *transforms, run = stage.chain(run)
+    for node in transforms:
+        if (declared := stage.get(node.kind).columns) is not None:
+            own.update(declared(node.params))
     s = stage.get(run.kind)
     inputs = list(run.parents) if s.combines else [run]
     for t in stage.stages():  # a combining stage's columns (empty where the run combines nothing)

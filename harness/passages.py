@@ -247,6 +247,4 @@ def read_units(folder: Path) -> Iterator[dict]:
             yield json.loads(line)
 
 
-STAGE = register(
-    Stage(stage.UNITS, "indexes", "unit sets (views x granularity)", VERSION, cost="passaging", describe="units")
-)
+STAGE = register(Stage(stage.UNITS, "indexes", "unit sets (views x granularity)", VERSION, cost="passaging"))

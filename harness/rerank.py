@@ -109,6 +109,5 @@ STAGE = register(
         system=" + IPC3 re-rank",
         in_fused_input="re-ranked on its own",
         cost="transform",
-        describe="IPC3 re-ranked run",
     )
 )

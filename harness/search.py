@@ -98,6 +98,5 @@ STAGE = register(
         "searches",
         cost="search",
         timings={"search_seconds": ("search_seconds",), "seconds_per_query": ("seconds_per_query",)},
-        describe="search",
     )
 )

@@ -92,7 +92,6 @@ class Stage:
     requires: Callable[[Any], list[tuple[str, list[str], str]]] | None = None  # (part, columns, why) its group reads
     cost: str = "transform"
     timings: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    describe: str = ""  # the build's log line
 
 
 _REGISTRY: dict[str, Stage] = {}
@@ -162,21 +161,18 @@ def get(kind: str) -> Stage:
         raise ValueError(f"Unknown artifact kind {kind!r}; known: {sorted(_REGISTRY)}") from None
 
 
-def known(kind: str) -> bool:
-    _load()
-    return kind in _REGISTRY
-
-
 def roots() -> dict[str, str]:
     """``{kind: top-level folder}`` of every stage (the store's layout)."""
     return {s.kind: s.root for s in stages()}
 
 
-def base_run(run: Artifact) -> Artifact:
-    """The run a chain of transforms (learning to rank, re-ranking) started from."""
-    while (s := get(run.kind)).inner is not None:
-        run = s.inner(run)
-    return run
+def chain(run: Artifact) -> list[Artifact]:
+    """A run and the runs its transforms (learning to rank, re-ranking) improve on, the last the
+    single or fused run the chain started from."""
+    out = [run]
+    while (s := get(out[-1].kind)).inner is not None:
+        out.append(s.inner(out[-1]))
+    return out
 
 
 class Context(Protocol):

@@ -404,3 +404,9 @@ def test_a_warning_reaches_the_console_once(tmp_path, capsys):
     assert screen.once.repeats == 4
     text = (tmp_path / "x.log").read_text()
     assert text.count("exceed the length") == 5 and "an info line" in text
+
+
+def test_a_console_level_it_does_not_know_is_one_line(capsys):
+    assert main(["log=bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "sweep default: log=bogus: expected one of ['debug', 'error', 'info', 'warning']"

@@ -695,6 +695,5 @@ STAGE = register(
         index=True,
         cost="bm25_index",
         timings={"index_seconds": ("index_seconds", "build_seconds")},
-        describe="BM25 index",
     )
 )

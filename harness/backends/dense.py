@@ -253,9 +253,8 @@ def search(
             )
     searcher = FaissSearcher(str(index_dir), query_encoder=None)
     if qids and not encoder.warm:  # query time is search time: not the first batch's start-up
-        encoder.encode([topics[q] for q in qids[:8]], prefix=prefix, desc="warm-up", truncates=True)
-        first = encoder.encode([topics[qids[0]]], prefix=prefix, truncates=True)
-        searcher.batch_search(first, qids[:1], k=1, threads=int(threads))
+        first = encoder.encode([topics[q] for q in qids[:8]], prefix=prefix, desc="warm-up", truncates=True)
+        searcher.batch_search(first[:1], qids[:1], k=1, threads=int(threads))
         encoder.warm = True
     t0 = time.perf_counter()
     q_emb = encoder.encode([topics[q] for q in qids], prefix=prefix, desc="encode queries", truncates=True)
@@ -393,7 +392,6 @@ EMBEDDINGS = register(
         EMBED_VERSION,
         cost="encoding",
         timings={"encode_seconds": ("encode_seconds",)},
-        describe="embeddings",
     )
 )
 FAISS = register(
@@ -405,6 +403,5 @@ FAISS = register(
         index=True,
         cost="flat_index",
         timings={"index_seconds": ("index_seconds", "build_seconds")},
-        describe="Faiss index",
     )
 )

@@ -254,4 +254,4 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
 
 # A dataset's parts (corpus, topics, qrels) and a generated set are nodes of the data path too: an
 # edit of one part re-keys exactly what reads it. Not listed by the sweep.
-STAGE = register(Stage(stage.DATASET, "indexes", "", cost="free", describe="dataset"))
+STAGE = register(Stage(stage.DATASET, "indexes", "", cost="free"))
