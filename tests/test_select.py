@@ -267,13 +267,25 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
         ]
     )
 
-    def table(run):  # the run's own queries only, as harness.evaluate.score_nested scores them
-        parts = []
-        for s in SUBSETS:
-            q = subset(pos, s)
-            pq = per_query(run, q[q["query_id"].isin(set(run["query_id"]))], ["nDCG@100"])
-            parts.append(pq.assign(subset=s))
-        return pd.concat(parts, ignore_index=True)
+    def table(run, by=None):
+        """Per-query nDCG@100 on ALL / IN / OUT of the run's own queries (as harness.evaluate's
+        score_nested scores them), per value of column ``by`` (an outer fold) if given: one
+        pytrec_eval call, each (group, subset, query) scored as a query of its own."""
+        groups = run.groupby(by) if by else [(None, run)]
+        runs, qrels = [], []
+        for g, r in groups:
+            for s in SUBSETS:
+                q = subset(pos, s)
+                q = q[q["query_id"].isin(set(r["query_id"]))]
+                tag = f"{g}\x1f{s}\x1f"
+                runs.append(r.assign(query_id=tag + r["query_id"]))
+                qrels.append(q.assign(query_id=tag + q["query_id"]))
+        pq = per_query(pd.concat(runs)[["query_id", "doc_id", "score"]], pd.concat(qrels), ["nDCG@100"])
+        parts = pq["query_id"].str.split("\x1f", expand=True)
+        out = pq.assign(query_id=parts[2], subset=parts[1])
+        if by:
+            out[by] = parts[0].astype(run[by].dtype)
+        return out
 
     tables = {"base": table(feats.rename(columns={"r0_score": "score"})[["query_id", "doc_id", "score"]])}
     nested = {}
@@ -292,10 +304,7 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
         }
         run, _, _, inner = ltr.learned_run(feats, pos, params, nested=True)
         tables[f"ltr{c}"] = table(run)
-        nested[f"ltr{c}"] = pd.concat(
-            [table(r.drop(columns="outer_fold")).assign(outer_fold=f) for f, r in inner.groupby("outer_fold")],
-            ignore_index=True,
-        )
+        nested[f"ltr{c}"] = table(inner, by="outer_fold")
     fold = ltr.folds_of(pos, folds, seed)
     return tables, nested, fold
 
