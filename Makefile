@@ -6,8 +6,9 @@ STAMP   := .venv/.installed
 SWEEP   ?= default
 DATASET ?= mini
 ARGS    ?=
+REGRESS ?= mini
 
-.PHONY: install test check lint sweep sweep-list run bench clean-artifacts
+.PHONY: install test check lint sweep sweep-list run regress bench clean-artifacts
 
 install: $(STAMP)
 
@@ -49,9 +50,16 @@ sweep-list: $(STAMP)
 run: $(STAMP)
 	$(PY) -m harness.run $(ARGS)
 
-# bm25s (an extra of pyproject.toml) is the second anchor of bench/dapfam_scale.py.
+# Regression files (regressions/NAME.yaml): every expected value printed OK, OK* or FAIL; exit 1 on
+# a FAIL. REGRESS="cacm-xdom cacm-xdom-coded" reads ../shared's folders where they lie; all: every file.
+regress: $(STAMP)
+	$(PY) -m harness.regress $(REGRESS) $(ARGS)
+
+# bm25s (an extra of pyproject.toml) is the second anchor of bench/dapfam_scale.py. The benchmarks'
+# real data is checked first: cacm-xdom's numbers must be docs/beyond-the-paper.md's.
 bench: $(STAMP)
 	$(PIP) install -q -e '.[dev,bench]'
+	$(PY) -m harness.regress cacm-xdom cacm-xdom-coded
 	$(PY) bench/run_all.py
 
 clean-artifacts:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import regress
 from .naming import system
 from .report_page import command, pareto, write_page
 from .results import read_rows, table
@@ -118,7 +119,7 @@ def to_markdown(df: pd.DataFrame) -> str:
     return head + "".join("| " + " | ".join(fmt(v) for v in row) + " |\n" for row in df[show].itertuples(index=False))
 
 
-def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> None:
+def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100", published=()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -142,7 +143,18 @@ def plot_in_vs_out(df: pd.DataFrame, path: Path, metric: str = "nDCG@100") -> No
             zorder=0,
             label="Pareto front (IN vs OUT)",
         )
-    hi = float(max(df[f"{metric}/IN"].max(), df[f"{metric}/OUT"].max(), 0.01)) * 1.05
+    if published:  # a paper's values (harness.regress): drawn, not run
+        ax.scatter(
+            [p["IN"] for p in published],
+            [p["OUT"] for p in published],
+            marker="*",
+            s=90,
+            facecolors="none",
+            edgecolors="black",
+            label="published, not run",
+        )
+    top = max((max(p["IN"], p["OUT"]) for p in published), default=0.0)
+    hi = float(max(df[f"{metric}/IN"].max(), df[f"{metric}/OUT"].max(), top, 0.01)) * 1.05
     ax.plot([0, hi], [0, hi], "--", color="grey", lw=1, label="OUT = IN")
     ax.set_xlabel(f"{metric}, IN-domain prior art")
     ax.set_ylabel(f"{metric}, OUT-of-domain prior art")
@@ -230,17 +242,18 @@ def write_report(
     wanted = set(keys)
     rows = [r for r in read_rows(results_path) if r.get("scores_key") in wanted]
     out = store.report_dir(name)
-    df = results_frame(rows)
+    primary = metrics_of(rows)[0]
+    df = regress.annotate(results_frame(rows), store.root, primary)  # rows a regression checked
     if df.empty:
         return out
+    published = regress.published_points(set(df["dataset"].dropna().astype(str)), primary)
     commands = {k: command(o) for k, o in (overrides or {}).items()}
     df["command"] = df["scores_key"].map(commands)
     tmp = out / "results.csv.tmp"
     df.to_csv(tmp, index=False)
     os.replace(tmp, out / "results.csv")
     write_text_atomic(out / "results.md", f"# Sweep `{name}`: {len(df)} experiments\n\n" + to_markdown(df))
-    primary = metrics_of(rows)[0]
-    plot_in_vs_out(df, out / "in_vs_out.png", primary)
+    plot_in_vs_out(df, out / "in_vs_out.png", primary, published)
     plot_passage_length(df, out / "passage_length.png", primary)
-    write_page(out, df, commands, results_path, primary, name, dataset_of)
+    write_page(out, df, commands, results_path, primary, name, dataset_of, published)
     return out

@@ -30,7 +30,7 @@ import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -198,9 +198,11 @@ def domain_figure(df: pd.DataFrame, runs: Mapping[str, pd.DataFrame], ds, metric
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id="domains-plot")
 
 
-def in_out_figure(df: pd.DataFrame, metric: str) -> str:
+def in_out_figure(df: pd.DataFrame, metric: str, published: Sequence[Mapping] = ()) -> str:
     """The IN-vs-OUT scatter (Plotly HTML fragment with plotly.js inlined): one trace per kind of
-    system, the Pareto front and OUT = IN; each point's customdata is its row's index."""
+    system, the Pareto front and OUT = IN; each point's customdata is its row's index. Published
+    reference points (:func:`harness.regress.published_points`) are one more trace, marked as
+    published and not run, outside the table's rows and the front."""
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -225,7 +227,19 @@ def in_out_figure(df: pd.DataFrame, metric: str) -> str:
             x=[a for a, _ in front], y=[b for _, b in front], mode="lines", name="Pareto front", line={"color": "black"}
         )
     )
-    hi = float(max(x.max(initial=0), y.max(initial=0), 0.01)) * 1.05
+    if published:
+        fig.add_trace(
+            go.Scatter(
+                x=[p["IN"] for p in published],
+                y=[p["OUT"] for p in published],
+                mode="markers",
+                name="published, not run",
+                marker={"symbol": "star-open", "size": 12, "color": "black"},
+                text=[plotly_text(f"{p['name']} ({p['reference']}): published, not run") for p in published],
+                hovertemplate="%{text}<br>IN %{x:.4f}<br>OUT %{y:.4f}<extra></extra>",
+            )
+        )
+    hi = float(max(x.max(initial=0), y.max(initial=0), *(max(p["IN"], p["OUT"]) for p in published), 0.01)) * 1.05
     fig.add_trace(
         go.Scatter(x=[0, hi], y=[0, hi], mode="lines", name="OUT = IN", line={"dash": "dash", "color": "grey"})
     )
@@ -317,10 +331,12 @@ def write_page(
     metric: str,
     name: str,
     dataset_of: Callable[[str], Any] | None = None,
+    published: Sequence[Mapping] = (),
 ) -> Path:
     """Write ``out/index.html`` for the report's frame. ``dataset_of(scores_key)`` gives the
     loaded dataset of a row (the sweep's cache); without it, the per-query view has scores and
-    rankings but no query texts, titles or marks."""
+    rankings but no query texts, titles or marks. ``published``: reference points for the
+    IN-vs-OUT plot (:func:`harness.regress.published_points`)."""
 
     rows = df.to_dict("records")
     per_query = {
@@ -347,7 +363,7 @@ def write_page(
             if domains_html is None and len(by_print) == 1:
                 domains_html = domain_figure(df, runs, loaded[fp], metric)
     data = page_data(df, commands, per_query, runs, datasets, metric)
-    html = render(data, in_out_figure(df, metric), domains_html, name, os.getcwd())
+    html = render(data, in_out_figure(df, metric, published), domains_html, name, os.getcwd())
     path = out / "index.html"
     write_text_atomic(path, html)
     return path

@@ -69,8 +69,10 @@ def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     from harness.run import execute
 
     base = ["dataset=local", f"dataset.path={SHARED_CACM_CODED}", "query_fields=TA", "target_fields=TA"]
-    for exp in ("doc_bm25", "doc_dense"):
-        execute(make_cfg(tmp_path, f"+experiment={exp}", *base, *TINY_ENCODER, tiny=False))
+    rows = {
+        exp: execute(make_cfg(tmp_path, f"+experiment={exp}", *base, *TINY_ENCODER, tiny=False))
+        for exp in ("doc_bm25", "doc_dense")
+    }
     assert (
         main(
             [
@@ -97,6 +99,15 @@ def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     assert (tmp_path / "cmp" / "per_query_differences.png").stat().st_size > 1000
     by_domain = pd.read_csv(tmp_path / "cmp" / "by_domain.csv")
     assert by_domain["queries"].sum() >= 185 and set(by_domain["system"]) == {"doc_dense"}
+
+    # the dense row in MTEB's format (harness.export_mteb): MTEB's three tasks, the harness's nDCG@100
+    from harness.export_mteb import export_row
+
+    dense = rows["doc_dense"]
+    for path in export_row(dense, tmp_path / "runs/results.jsonl", tmp_path / "mteb"):
+        got = __import__("json").loads(path.read_text())["scores"]["train"][0]["ndcg_at_100"]
+        subset = {"All": "ALL", "In": "IN", "Out": "OUT"}[path.name[6:].split("TitlAbs")[0]]
+        assert got == pytest.approx(dense[f"nDCG@100/{subset}"], abs=1e-12), path.name
 
 
 @pytest.mark.slow

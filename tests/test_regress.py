@@ -1,0 +1,134 @@
+"""Regression files (harness/regress.py): OK / OK* / FAIL per value, exit statuses, what cannot
+run, and the report's view of checked rows and published values."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from harness import regress
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_status_is_ok_equal_at_four_decimals_ok_star_within_tolerance_else_fail():
+    assert regress.status(0.4321, 0.43214, 0.001) == "OK"
+    assert regress.status(0.4321, 0.4326, 0.001) == "OK*"
+    assert regress.status(0.4321, 0.4340, 0.001) == "FAIL"
+    assert regress.status(0.4321, None, 0.001) == "FAIL"
+    assert regress.status(200, 200, 0) == "OK" and regress.status(200, 199, 0) == "FAIL"
+
+
+def _lines(out: str, status: str) -> list[str]:
+    """The value lines (indented, one per expected value) whose status is ``status``."""
+    return [x for x in out.splitlines() if re.match(rf"  \S.*\s{re.escape(status)}( \(.*\))?$", x)]
+
+
+@pytest.mark.slow
+def test_mini_regression_passes_and_an_edited_copy_fails(tmp_path, monkeypatch, capsys):
+    """`python -m harness.regress mini` on a fresh root: every value OK; the same file with one
+    expected value moved past its tolerance, run by its path: FAIL with both numbers, exit 1;
+    moved within it: OK*, exit 0. The checked rows are in the results table and the record."""
+    monkeypatch.setenv("HARNESS_ROOT", str(tmp_path / "store"))
+    assert regress.main(["mini"]) == 0
+    out = capsys.readouterr().out
+    spec = yaml.safe_load((regress.FOLDER / "mini.yaml").read_text())
+    owed = sum(
+        len(v) if isinstance(v, dict) else 1
+        for c in spec["conditions"].values()
+        for v in (c.get("counts") or {}).values()
+    ) + sum(len(s) for c in spec["conditions"].values() for s in (c.get("scores") or {}).values())
+    assert owed >= 4 * 7 and len(_lines(out, "OK")) == owed and not _lines(out, "FAIL"), out
+    rows = [json.loads(x) for x in (tmp_path / "store/runs/results.jsonl").read_text().splitlines()]
+    record = json.loads((tmp_path / "store/runs/regressions/mini.json").read_text())["rows"]
+    assert set(record) == {r["scores_key"] for r in rows} and len(record) == len(spec["conditions"])
+    for r in rows:  # what regress compared is the row's own number
+        for v in record[r["scores_key"]]["values"]:
+            if "@" in v["value"]:
+                assert v["got"] == r[v["value"]]
+
+    cond, c = next(iter(spec["conditions"].items()))
+    expected = c["scores"]["nDCG@100"]["ALL"]
+    c["scores"]["nDCG@100"]["ALL"] = round(expected + 0.01, 4)
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert regress.main([str(edited)]) == 1
+    out = capsys.readouterr().out
+    fail = _lines(out, "FAIL")
+    assert len(fail) == 1 and cond in fail[0] and "nDCG@100/ALL" in fail[0], out
+    assert f"expected {expected + 0.01:.4f}, got {expected:.4f}" in fail[0]
+
+    c["scores"]["nDCG@100"]["ALL"] = round(expected + 0.0006, 4)
+    edited.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert regress.main([str(edited)]) == 0
+    out = capsys.readouterr().out
+    assert len(_lines(out, "OK*")) == 1 and not _lines(out, "FAIL")
+
+
+def test_a_regression_whose_data_cannot_be_loaded_runs_nothing_and_says_why(tmp_path, monkeypatch, capsys):
+    """dapfam-paper where the hub cannot be reached and nothing is cached: exit 2, naming the
+    regression, the dataset and the reason; nothing is built."""
+    root = tmp_path / "store"
+    monkeypatch.setenv("HARNESS_ROOT", str(root))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf-cache"))
+    assert regress.main(["dapfam-paper", "dataset.local_files_only=true"]) == 2
+    out = capsys.readouterr().out
+    assert "regression dapfam-paper" in out and "cannot run" in out and "datalyes/DAPFAM_patent" in out, out
+    assert not (root / "indexes").exists() or not any((root / "indexes").iterdir())
+    assert not (root / "runs" / "results.jsonl").exists()
+
+
+def test_bad_regression_files_and_names_are_one_line_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("conditions:\n  a:\n    command: +experiment=doc_bm25\n    scores:\n      nDCG@100: {ALL: 0.1}\n")
+    assert regress.main([str(bad)]) == 2
+    assert "conditions.a.scores.nDCG@100: no tolerance for nDCG@100" in capsys.readouterr().err
+    assert regress.main(["no-such-regression"]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-regression" in err and "mini" in err
+    bad.write_text("tolerance: {nDCG@100: 0.01}\nconditions:\n  a:\n    command: +experiment=doc_bm25 bm25.kk1=2\n")
+    assert regress.main([str(bad)]) == 2
+    assert "cannot run" in capsys.readouterr().out
+
+
+def test_the_report_shows_checked_rows_and_published_points(tmp_path, monkeypatch):
+    """A row a regression checked carries its expected value and status in the report's frame;
+    a published regression on the sweep's dataset puts its points on the IN-vs-OUT plot, marked
+    as published and not run; one on another dataset does not."""
+    root = tmp_path / "store"
+    (root / "runs" / "regressions").mkdir(parents=True)
+    values = [{"value": "nDCG@100/ALL", "expected": 0.5, "got": 0.5004, "tolerance": 0.001, "status": "OK*"}]
+    rec = {"rows": {"k1": {"regression": "mini", "condition": "bm25-doc", "published": None, "values": values}}}
+    (root / "runs" / "regressions" / "mini.json").write_text(json.dumps(rec))
+    df = pd.DataFrame({"scores_key": ["k1", "k2"], "nDCG@100/ALL": [0.5004, 0.3]})
+    got = regress.annotate(df, root, "nDCG@100")
+    assert got["regression"].iloc[0] == "mini/bm25-doc: OK*" and pd.isna(got["regression"].iloc[1])
+    assert got["expected nDCG@100/ALL"].tolist()[0] == 0.5 and pd.isna(got["expected nDCG@100/ALL"].tolist()[1])
+    assert "regression" not in regress.annotate(df.assign(scores_key=["x", "y"]), root, "nDCG@100")
+
+    folder = tmp_path / "regressions"
+    folder.mkdir()
+    (folder / "paper.yaml").write_text(
+        "published: A paper, Table 1\ndataset: [dataset=mini]\ntolerance: {nDCG@100: 0.01}\n"
+        "conditions:\n  sys-a:\n    command: +experiment=doc_bm25\n"
+        "    scores:\n      nDCG@100: {ALL: 0.3, IN: 0.32, OUT: 0.06}\n"
+    )
+    monkeypatch.setattr(regress, "FOLDER", folder)
+    pts = regress.published_points({"mini"}, "nDCG@100")
+    assert pts == [{"name": "sys-a", "reference": "A paper, Table 1", "IN": 0.32, "OUT": 0.06}]
+    assert regress.published_points({"local"}, "nDCG@100") == []
+
+    from harness.report_page import in_out_figure
+
+    frame = pd.DataFrame(
+        {"nDCG@100/IN": [0.4], "nDCG@100/OUT": [0.1], "tag": ["t"], "backend": ["bm25"], "fusion": [None]}
+    )
+    html = in_out_figure(frame, "nDCG@100", pts)
+    assert "published, not run" in html and "sys-a (A paper, Table 1)" in html
+    assert "published, not run" not in in_out_figure(frame, "nDCG@100")
