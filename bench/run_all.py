@@ -33,6 +33,10 @@ BENCHES = [
         ],
     ),
     (
+        ["shards.py"],
+        ["RATIO shards dense 2 jobs x1 thread/1 process x2", "RATIO shards bm25 2 jobs x1 thread/1 process x2"],
+    ),
+    (
         ["query_reduction.py", "--families", "3000", "--queries", "200"],
         ["RATIO query reduction tfidf25/full query s/query", "RATIO query reduction kl25/full query s/query"],
     ),

@@ -272,6 +272,19 @@ class CostConf:
 
 
 @dataclass
+class ShardingConf:
+    """Where the shards of a sharded stage run (harness.shards): never part of a key."""
+
+    launcher: str = "inline"  # inline | local | slurm
+    parallelism: int = 4  # jobs of one array at once
+    partition: Optional[str] = None
+    gpus_per_task: int = 0  # encoding shards only
+    cpus_per_task: int = 2
+    mem_gb: Optional[float] = None
+    timeout_min: int = 240
+
+
+@dataclass
 class Config:
     dataset: DatasetConf = field(default_factory=DatasetConf)
     query_fields: QueryView = QueryView.TA
@@ -291,6 +304,8 @@ class Config:
     search: SearchConf = field(default_factory=SearchConf)
     index: IndexConf = field(default_factory=IndexConf)
     dense: DenseConf = field(default_factory=DenseConf)
+    shards: int = 1  # encodings and BM25 indexes built in this many shards, then merged (harness.shards)
+    sharding: ShardingConf = field(default_factory=ShardingConf)
     metrics: Any = field(default_factory=lambda: ["nDCG@100", "R@100"])
     root: str = "."
     name: Optional[str] = None
@@ -327,6 +342,13 @@ NOT_IN_KEYS = {
     "bm25.max_clauses",
     "dataset.published",
     "cost.gpu_speedup",
+    "sharding.launcher",
+    "sharding.parallelism",
+    "sharding.partition",
+    "sharding.gpus_per_task",
+    "sharding.cpus_per_task",
+    "sharding.mem_gb",
+    "sharding.timeout_min",
 }
 
 
@@ -583,7 +605,19 @@ def check(cfg) -> list[str]:
     if cfg.rerank is not None:
         check_rerank(cfg.rerank)
     check_levers(cfg)
+    check_sharding(cfg)
     return check_metrics(cfg.metrics)
+
+
+def check_sharding(cfg) -> None:
+    _positive_int(cfg.get("shards", 1), "shards")
+    s = cfg.get("sharding")
+    if s is None:
+        return
+    if str(s.launcher) not in ("inline", "local", "slurm"):
+        raise ConfigError(f"sharding.launcher={s.launcher}: expected inline, local or slurm.")
+    for key in ("parallelism", "cpus_per_task", "timeout_min"):
+        _positive_int(s[key], f"sharding.{key}")
 
 
 # ----------------------------------------------------------------------- overrides of unselected groups

@@ -48,6 +48,10 @@ from .store import Store
 
 log = logging.getLogger(__name__)
 
+# The merge of sharded BM25 indexes (IndexWriter.addIndexes copies segments) as a share of
+# indexing the whole view: an assumption (bench/shards.py measures the merge).
+MERGE_SHARE = 0.05
+
 # Sizes are kept per field; a view's size is the sum over its fields (harness.data.views).
 FIELD_OF = {
     S.TITLE: "title",
@@ -362,14 +366,22 @@ def estimate(
             chars = view_chars(size, _view(n))
             reached(n.kind, chars)
             units = n.parents[0].key
-            if units in missing and units not in streamed:  # units written while they are indexed
+            if "shard" in p:  # one shard: its share of the finished units, indexed alone
+                out[n.kind] += at(points, "index_file_s", chars / p["shards"])
+            elif p.get("shards", 1) > 1:  # the merge of the shards' indexes: copying segments
+                out[n.kind] += 0.1 + MERGE_SHARE * at(points, "index_file_s", chars)
+            elif units in missing and units not in streamed:  # units written while they are indexed
                 streamed.add(units)
                 out[n.kind] += max(at(points, "streamed_s", chars) - at(points, "passaging_s", chars), 0.0)
             else:
                 out[n.kind] += at(points, "index_file_s", chars)
         elif model == "encoding":
-            count, length = unit_shape(n.parents[0], size, c, cfg)
-            out[n.kind] += count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
+            count, length = unit_shape(_units_node(n), size, c, cfg)
+            if p.get("shards", 1) > 1 and "shard" not in p:  # the merge: the shards' vectors concatenated
+                out[n.kind] += 0.1
+                continue
+            share = 1.0 / p["shards"] if "shard" in p else 1.0  # a shard encodes its share, loading the model itself
+            out[n.kind] += share * count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
             reached(n.kind, length + 2)
         elif model == "flat_index":
             out[n.kind] += 0.05
@@ -392,6 +404,21 @@ def estimate(
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * 100 * max(1, len(n.parents))
         elif model == "scoring":
             out[n.kind] += 0.15 + c["score_s_per_query"] * nq
+    return out
+
+
+def shard_walls(nodes, missing: set, size: dict, c: dict, cfg) -> dict[str, tuple[int, float, float]]:
+    """Per shard kind: (shards to build, predicted seconds of the largest, wall time when each
+    stage's shards run at once: the sum over stages of their largest shard)."""
+    groups: dict[tuple, list[float]] = defaultdict(list)
+    for n in nodes:
+        if n.key in missing and "shard" in n.params:
+            s = estimate([n], {n.key}, size, c, cfg)[n.kind]
+            groups[(n.kind, n.parents[0].key, n.params["shards"])].append(s)
+    out: dict[str, tuple[int, float, float]] = {}
+    for (kind, _, _), secs in groups.items():
+        k, each, wall = out.get(kind, (0, 0.0, 0.0))
+        out[kind] = (k + len(secs), max(each, max(secs)), wall + max(secs))
     return out
 
 
@@ -461,6 +488,11 @@ def report(nodes, missing: set, size: dict, c: dict, cfg, gpu_speedup: float) ->
     ]
     for kind in sorted(cpu, key=lambda k: -cpu[k]):
         lines.append(f"    {kind:12s} CPU {_fmt(cpu[kind]):>9s}   GPU {_fmt(gpu[kind]):>9s}")
+    for kind, (k, each, wall) in shard_walls(nodes, missing, size, c, cfg).items():
+        lines.append(
+            f"    {kind}: {k} shards, {_fmt(each)} each on CPU: {_fmt(wall)} of wall time with a worker per shard "
+            f"(sharding.launcher=local|slurm), {_fmt(cpu[kind])} one after another (inline)"
+        )
     lines.append(f"    {'total':12s} CPU {_fmt(sum(cpu.values())):>9s}   GPU {_fmt(sum(gpu.values())):>9s}")
     lines.append(
         f"  sizes: {size.get('source', 'measured on the data')}; {c['chars_per_token']:.2f} characters per "

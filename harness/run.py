@@ -28,6 +28,7 @@ from .experiment import run_experiment
 from .ltr import IdentifyingFeature
 from .results import add_row, format_scores
 from .runs import RunFormatError
+from .shards import ShardError
 from .store import DamagedArtifact, Store, StoreError
 
 log = logging.getLogger("harness")
@@ -56,6 +57,7 @@ def user_errors() -> tuple:
         JavaError,
         SearchError,
         IdentifyingFeature,
+        ShardError,
         FileNotFoundError,
     )
 

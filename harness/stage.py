@@ -33,7 +33,9 @@ from .artifact import Artifact
 DATASET = "dataset"
 UNITS = "units"
 LUCENE = "lucene"
+LUCENE_SHARD = "lucene_shard"
 EMBEDDINGS = "embeddings"
+EMBEDDING_SHARD = "embedding_shard"
 FAISS = "faiss"
 UNIT_RUN = "unit_run"
 FAMILY_RUN = "family_run"
@@ -52,6 +54,7 @@ BUILTIN = (
     "harness.passages",
     "harness.backends.bm25",
     "harness.backends.dense",
+    "harness.shards",
     "harness.search",
     "harness.aggregate",
     "harness.fuse",
@@ -128,7 +131,9 @@ def _load() -> None:
 ORDER = (
     DATASET,
     UNITS,
+    LUCENE_SHARD,
     LUCENE,
+    EMBEDDING_SHARD,
     EMBEDDINGS,
     FAISS,
     UNIT_RUN,

@@ -40,6 +40,7 @@ DEFERRED = {
     "itables",
     "jinja2",
     "huggingface_hub",
+    "submitit",  # only where shards or sweeps are sent to a scheduler
     "harness.jvm",
 }
 

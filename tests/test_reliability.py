@@ -164,6 +164,7 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
         "ltr.prior": "qrels.txt",  # refused without the prior family: used or refused
         "ltr.train": "mini",
         "ltr.nested": False,
+        "shards": 2,
     }
 
     def keys(cfg):

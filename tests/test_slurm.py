@@ -77,3 +77,33 @@ def test_slurm_sweep_equals_in_process_and_builds_the_shared_index_once(tmp_path
     assert logs.count("building BM25 index") == 1, "the jobs racing for one index built it more than once"
     assert logs.count("building embeddings") == 1
     assert len([p for p in (tmp_path / "slurm" / "indexes" / "lucene").glob("[!.]*") if p.is_dir()]) == 1
+
+
+@pytest.mark.slow
+def test_four_shard_jobs_on_slurm_rank_as_unsharded(tmp_path, slurm, monkeypatch):
+    """shards=4 sharding.launcher=slurm: the dense encoding and the BM25 index each as one Slurm
+    array of four jobs (submitit's map_array), merged here; the runs equal the unsharded
+    experiment's (BM25 identical, dense the same order, scores to float tolerance)."""
+    import numpy as np
+    from conftest import make_cfg
+
+    from harness.run import execute
+    from harness.runs import read_trec
+
+    for k, v in slurm.items():
+        monkeypatch.setenv(k, v)
+    on_slurm = ["shards=4", "sharding.launcher=slurm", "sharding.partition=local", "sharding.cpus_per_task=1"]
+    on_slurm += ["sharding.timeout_min=15", "sharding.mem_gb=2"]
+    for exp in ("doc_bm25", "doc_dense"):
+        args = (f"+experiment={exp}", "query_fields=TA", "target_fields=TA")
+        sharded = execute(make_cfg(tmp_path / "store", *args, *on_slurm))
+        plain = execute(make_cfg(tmp_path / "store", *args))
+        a, b = read_trec(plain["run_file"]), read_trec(sharded["run_file"])
+        if exp == "doc_bm25":
+            pd.testing.assert_frame_equal(a, b)
+        else:
+            assert (a["doc_id"].to_numpy() == b["doc_id"].to_numpy()).all()
+            assert np.allclose(a["score"], b["score"], atol=1e-5)
+    logs = list((tmp_path / "store" / "runs" / "logs" / "shards").rglob("*_log.out"))
+    assert len({p.parent.name.split("_")[0] for p in logs}) == 2, logs  # two arrays: one per stage
+    assert len(logs) == 8  # four tasks each

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import env, stage
+from .. import env, shards, stage
 from ..artifact import Artifact
 from ..data.qrels import write_trec_topics
 from ..faults import point
@@ -622,6 +622,60 @@ def prf_args(prf: dict | None) -> list[str]:
     ]
 
 
+def index_shard(tmp: Path, spec: dict, encoder=None) -> dict:
+    """Index the units of one shard with Anserini (its own Lucene index, the shard's units only)."""
+    units_dir = Path(spec["units"])
+    lo, hi = shards.span(spec["shard"], spec["shards"], shards.units_count(units_dir))
+    part = tmp / "units"
+    (part / "docs").mkdir(parents=True)
+    with (
+        open(units_dir / "docs" / "units.jsonl", encoding="utf-8") as f,
+        open(part / "docs" / "units.jsonl", "w", encoding="utf-8") as g,
+    ):
+        for i, line in enumerate(f):
+            if i >= hi:
+                break
+            if i >= lo:
+                g.write(line)
+    (part / "meta.json").write_text(json.dumps({"units": hi - lo}))
+    meta = index_file(part, tmp, spec["threads"], spec["docvectors"])
+    shutil.rmtree(part)
+    return {**meta, "units": hi - lo, "shard": spec["shard"], "shards": spec["shards"], "first_unit": lo}
+
+
+def merge_shards(tmp: Path, shard_dirs: list[Path]) -> dict:
+    """One Lucene index from the shards' (``IndexWriter.addIndexes``: their segments copied as they
+    are, so every statistic BM25 reads, document count, lengths, document frequencies, is the
+    whole corpus's)."""
+    from ..jvm import autoclass, cast  # starts the JVM on Anserini's jar: deferred (harness.jvm)
+
+    file, fs = autoclass("java.io.File"), autoclass("org.apache.lucene.store.FSDirectory")
+    writer_cls, config = (
+        autoclass("org.apache.lucene.index.IndexWriter"),
+        autoclass("org.apache.lucene.index.IndexWriterConfig"),
+    )
+    t0 = time.perf_counter()
+    metas = [json.loads((d / "meta.json").read_text()) for d in shard_dirs]
+    writer = writer_cls(fs.open(file(str(tmp / "index")).toPath()), config())
+    try:
+        writer.addIndexes(
+            *[cast("org.apache.lucene.store.Directory", fs.open(file(str(d / "index")).toPath())) for d in shard_dirs]
+        )
+        writer.commit()
+    finally:
+        writer.close()
+    n = index_size(tmp / "index")
+    written = sum(m["units"] for m in metas)
+    if n != written:
+        raise IndexBuildError(f"the merged BM25 index holds {n} units, its shards {written}. Nothing was committed.")
+    return {
+        "indexed_units": n,
+        "shards": len(shard_dirs),
+        "shard_index_seconds": [m["index_seconds"] for m in metas],  # (the rows count the shards' own)
+        "merge_seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
 class BM25:
     """Lucene BM25: an Anserini index of the units, searched with ``bm25.k1`` / ``bm25.b``."""
 
@@ -634,8 +688,17 @@ class BM25:
         docvectors = ctx.cfg.prf is not None  # only PRF experiments pay for document vectors
         if docvectors:
             params["docvectors"] = True
-        art = Artifact(stage.LUCENE, params, (units,), env.lucene(INDEX_VERSION))
         threads, source = ctx.cfg.index.threads, ctx.store.path(units)
+        if shards.count(ctx.cfg) > 1:  # indexed in shards, then merged (harness.shards)
+            ctx.build_now(units)  # the shards read finished units
+            spec = {"threads": int(threads), "docvectors": docvectors}
+            parts = shards.build(
+                ctx, stage.LUCENE_SHARD, units, params, env.lucene(INDEX_VERSION), spec, index_shard, "BM25 index shard"
+            )
+            art = Artifact(stage.LUCENE, {**params, "shards": len(parts)}, tuple(parts), env.lucene(INDEX_VERSION))
+            dirs = [ctx.store.path(p) for p in parts]
+            return ctx.ensure(art, lambda tmp: merge_shards(tmp, dirs), "BM25 index (merged shards)")
+        art = Artifact(stage.LUCENE, params, (units,), env.lucene(INDEX_VERSION))
 
         def build(tmp):
             if ctx.store.exists(units):

@@ -18,15 +18,18 @@ the paper; search is ``FaissSearcher.batch_search`` on pre-encoded queries.
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
-from .. import env, fast_tier_guard, stage
+from .. import env, fast_tier_guard, shards, stage
 from ..artifact import Artifact
 from ..console import inner_bars
 from ..data.digest import default_cache
@@ -176,13 +179,17 @@ def _remote_code_encoder(path: str, device: str, pooling: str, normalize: bool):
     return enc
 
 
-def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "", whole: bool = False) -> dict:
-    """Encode every unit; write ``embeddings.npy`` and ``docid`` (one id a line). ``whole``: the
+def encode_units(
+    units_dir: Path, out: Path, encoder: Encoder, prefix: str = "", whole: bool = False, span: tuple | None = None
+) -> dict:
+    """Encode every unit (or units ``span[0]`` to ``span[1]`` of the file: a shard,
+    :mod:`harness.shards`); write ``embeddings.npy`` and ``docid`` (one id a line). ``whole``: the
     units are whole documents, read up to ``encoder.max_length`` by design (counted in
     ``meta.json``'s ``truncated``, logged, not warned)."""
 
     ids, texts = [], []
-    for rec in read_units(units_dir):
+    units = read_units(units_dir)
+    for rec in itertools.islice(units, *span) if span else units:
         ids.append(rec["id"])
         texts.append(rec["contents"])
     t0 = time.perf_counter()
@@ -197,6 +204,38 @@ def encode_units(units_dir: Path, out: Path, encoder: Encoder, prefix: str = "",
         "units_per_second": round(len(ids) / max(seconds, 1e-9), 1),
         "device": encoder.device,
         "truncated": encoder.truncated,
+    }
+
+
+def encode_shard(tmp: Path, spec: dict, encoder=None) -> dict:
+    """Encode the units of one shard (``spec``: plain values, so a job on another machine builds
+    it from its own encoder)."""
+    units_dir = Path(spec["units"])
+    lo, hi = shards.span(spec["shard"], spec["shards"], shards.units_count(units_dir))
+    if encoder is None:  # a job of its own: its own encoder, on the cores its job was given
+        import torch  # deferred: heavy, and a job loads it anyway with the encoder
+
+        torch.set_num_threads(int(spec["threads"]))
+    enc = encoder if encoder is not None else make_encoder(OmegaConf.create(spec["encoder"]))
+    meta = encode_units(units_dir, tmp, enc, spec["prefix"], spec["whole"], (lo, hi))
+    return {**meta, "shard": spec["shard"], "shards": spec["shards"], "first_unit": lo}
+
+
+def merge_embeddings(tmp: Path, shard_dirs: list[Path]) -> dict:
+    """The shards' vectors and ids concatenated in shard order: the unsharded layout."""
+    t0 = time.perf_counter()
+    metas = [json.loads((d / "meta.json").read_text()) for d in shard_dirs]
+    emb = np.concatenate([np.load(d / "embeddings.npy") for d in shard_dirs])
+    np.save(tmp / "embeddings.npy", emb)
+    (tmp / "docid").write_text("".join((d / "docid").read_text() for d in shard_dirs))
+    return {
+        "units": int(emb.shape[0]),
+        "dim": int(emb.shape[1]),
+        "shards": len(shard_dirs),
+        "shard_encode_seconds": [m["encode_seconds"] for m in metas],  # (the rows count the shards' own)
+        "merge_seconds": round(time.perf_counter() - t0, 3),
+        "device": metas[0].get("device"),
+        "truncated": sum(m.get("truncated", 0) for m in metas),
     }
 
 
@@ -302,19 +341,37 @@ class Dense:
 
     def index(self, ctx: Context, units: Artifact) -> Artifact:
         e = ctx.cfg.encoder
-        emb = Artifact(
-            stage.EMBEDDINGS,
-            {**encoder_params(e), "doc_prefix": e.doc_prefix or ""},
-            (units,),
-            encoder_env(ctx, EMBED_VERSION),
-        )
-        ctx.ensure(
-            emb,
-            lambda tmp: encode_units(
-                ctx.store.path(units), tmp, ctx.encoder, e.doc_prefix or "", units.params["granularity"] == "document"
-            ),
-            "embeddings",
-        )
+        params = {**encoder_params(e), "doc_prefix": e.doc_prefix or ""}
+        whole = units.params["granularity"] == "document"
+        if shards.count(ctx.cfg) > 1:  # encoded in shards, then concatenated (harness.shards)
+            spec = {
+                "encoder": OmegaConf.to_container(e, resolve=True),
+                "prefix": e.doc_prefix or "",
+                "whole": whole,
+                "threads": int(ctx.cfg.sharding.cpus_per_task),  # a job's math threads: its share of the machine
+            }
+            parts = shards.build(
+                ctx,
+                stage.EMBEDDING_SHARD,
+                units,
+                params,
+                encoder_env(ctx, EMBED_VERSION),
+                spec,
+                encode_shard,
+                "encoding shard",
+            )
+            emb = Artifact(
+                stage.EMBEDDINGS, {**params, "shards": len(parts)}, tuple(parts), encoder_env(ctx, EMBED_VERSION)
+            )
+            dirs = [ctx.store.path(p) for p in parts]
+            ctx.ensure(emb, lambda tmp: merge_embeddings(tmp, dirs), "embeddings (merged shards)")
+        else:
+            emb = Artifact(stage.EMBEDDINGS, params, (units,), encoder_env(ctx, EMBED_VERSION))
+            ctx.ensure(
+                emb,
+                lambda tmp: encode_units(ctx.store.path(units), tmp, ctx.encoder, e.doc_prefix or "", whole),
+                "embeddings",
+            )
         q = str(ctx.cfg.dense.quantization)
         art = Artifact(
             stage.FAISS,

@@ -1,0 +1,174 @@
+"""One experiment on many machines: the encoding and the BM25 index of a unit set in shards.
+
+``shards=N`` (N > 1) splits a unit set into N contiguous ranges of its units, in the order the
+units file holds them (the corpus's order): shard ``i`` of ``n`` units is units
+``[i*n//N, (i+1)*n//N)``. Each shard is an artifact of its own (``embedding_shard``,
+``lucene_shard``: the units artifact, the stage's parameters, ``shard`` and ``shards``), built by
+its own process where ``sharding.launcher`` says, resumable on its own: a shard that was killed
+is the only one rebuilt, those committed are reused. The merge is an artifact too, keyed by the
+shards: the encodings concatenated in shard order (then the usual Faiss index over them), or one
+Lucene index from the shards' indexes (``IndexWriter.addIndexes``: the segments are copied, so
+BM25's statistics are the whole corpus's and a sharded index ranks as the unsharded one).
+``shards=1`` is the unsharded path with today's keys.
+
+Where shards run (``sharding.launcher``):
+
+* ``inline``: in this process, one after another (what a laptop wants: resumable, no scheduler);
+* ``local``: one process per shard on this machine, ``sharding.parallelism`` at a time
+  (submitit's local executor: the same code path as Slurm's);
+* ``slurm``: one Slurm array job per stage (submitit's ``map_array``), one task per missing
+  shard, with ``sharding.partition``, ``gpus_per_task`` (the encoder's GPU), ``cpus_per_task``,
+  ``mem_gb`` and ``timeout_min``. Every node must see the artifact root (a shared file system).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from . import faults, stage
+from .artifact import Artifact
+from .stage import Context, Stage, register
+from .store import Store
+
+log = logging.getLogger(__name__)
+
+VERSION = 1
+
+
+class ShardError(RuntimeError):
+    """Shard jobs that failed; the message names them, their logs and the fix."""
+
+
+def count(cfg) -> int:
+    """``shards``: how many shards each shardable stage of this experiment is built in (checked
+    with the config: :func:`harness.config.check_sharding`)."""
+    return int(cfg.get("shards", 1) or 1)
+
+
+def span(i: int, n: int, units: int) -> tuple[int, int]:
+    """Units ``[lo, hi)`` of shard ``i`` of ``n`` over ``units`` units: contiguous, in file order,
+    sizes differing by at most one; the same rule on every machine."""
+    return i * units // n, (i + 1) * units // n
+
+
+def units_count(units_dir: Path) -> int:
+    return int(json.loads((Path(units_dir) / "meta.json").read_text())["units"])
+
+
+# ------------------------------------------------------------------ where shards run
+def build_one(root: str, lock_timeout: float, art: Artifact, spec: dict, builder: Callable, describe: str) -> str:
+    """One shard in a job of its own (submitit pickles this call; ``builder`` is a backend's
+    module-level function, pickled by name): built or reused under the store's lock, committed
+    atomically, so a killed job leaves nothing and a rerun builds that shard alone."""
+    store = Store(root, lock_timeout=lock_timeout)
+    store.ensure(art, lambda tmp: _started(spec) or builder(tmp, spec), describe)
+    return art.key
+
+
+def _started(spec: dict) -> None:
+    """A shard's build has begun (its temporary folder exists): ``HARNESS_FAULT=shard-I`` kills
+    the process building shard I here (:mod:`harness.faults`)."""
+    faults.point(f"shard-{spec['shard']}")
+
+
+def _executor(ctx: Context, kind: str):
+    import submitit  # deferred: only the local and Slurm launchers submit jobs
+
+    s = ctx.cfg.sharding
+    folder = Path(ctx.store.root) / "runs" / "logs" / "shards" / "%j"
+    cluster = "slurm" if str(s.launcher) == "slurm" else "local"
+    ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
+    common = {"timeout_min": int(s.timeout_min), "slurm_array_parallelism": int(s.parallelism)}
+    if cluster == "slurm":
+        extra = {
+            "slurm_partition": s.partition,
+            "cpus_per_task": int(s.cpus_per_task),
+            "slurm_mem_gb": s.mem_gb,
+            "slurm_gpus_per_node": int(s.gpus_per_task) if kind == stage.EMBEDDING_SHARD else 0,
+            "name": f"harness-{kind}",
+        }
+        ex.update_parameters(**common, **{k: v for k, v in extra.items() if v is not None})
+    else:
+        ex.update_parameters(timeout_min=int(s.timeout_min), cpus_per_task=int(s.cpus_per_task))
+    return ex
+
+
+def _run_jobs(ctx: Context, kind: str, todo: list[tuple[Artifact, dict]], builder: Callable, describe: str) -> None:
+    """The missing shards of one stage as one array of jobs; waits for them, and names the ones
+    that failed with their logs."""
+    ex = _executor(ctx, kind)
+    root, timeout, k = str(ctx.store.root), float(ctx.store.lock_timeout), len(todo)
+    names = [f"{describe} {s['shard']}/{s['shards']}" for _, s in todo]
+    jobs = ex.map_array(
+        build_one, [root] * k, [timeout] * k, [a for a, _ in todo], [s for _, s in todo], [builder] * k, names
+    )
+    log.info("%s: %d shard jobs submitted (%s)", kind, len(jobs), ", ".join(j.job_id for j in jobs))
+    failed = []
+    for (_, spec), job in zip(todo, jobs):
+        try:
+            job.result()
+        except Exception as e:  # a job's own exception, or the scheduler's word on it
+            failed.append(
+                f"shard {spec['shard']}/{spec['shards']} (job {job.job_id}, log {job.paths.stderr}): {str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}"
+            )
+    if failed:
+        raise ShardError(
+            f"{len(failed)} of {len(todo)} {describe} jobs failed: "
+            + "; ".join(failed)
+            + ". The shards that finished are kept. Fix: see the logs, then run again: only the missing shards are built."
+        )
+
+
+def _inline(builder: Callable, spec: dict, ctx: Context | None, tmp: Path) -> dict:
+    _started(spec)
+    return builder(tmp, spec, ctx.encoder if ctx is not None else None)
+
+
+def build(
+    ctx: Context, kind: str, units: Artifact, params: dict, env: dict, spec: dict, builder: Callable, describe: str
+) -> list[Artifact]:
+    """The ``shards`` artifacts of one stage over ``units`` (``builder(tmp, spec, encoder)`` builds
+    one from plain values: the units folder, ``shard``, ``shards`` and the stage's ``spec``), built
+    where ``sharding.launcher`` says (the missing ones only), and recorded as the experiment's nodes."""
+    n = count(ctx.cfg)
+    parts = [
+        Artifact(kind, {**params, "shard": i, "shards": n}, (units,), {**env, "shards": VERSION}) for i in range(n)
+    ]
+    specs = {p.key: {**spec, "units": str(ctx.store.path(units)), "shard": i, "shards": n} for i, p in enumerate(parts)}
+    launcher = str(ctx.cfg.sharding.launcher)
+    if not ctx.plan and launcher != "inline":
+        todo = [(p, specs[p.key]) for p in parts if not ctx.store.exists(p)]
+        if todo:
+            _run_jobs(ctx, kind, todo, builder, describe)
+    # inline, a dense shard uses this process's encoder (loaded once, for all of them)
+    own = launcher == "inline" and kind == stage.EMBEDDING_SHARD
+    for p in parts:
+        sp = specs[p.key]
+        ctx.ensure(p, functools.partial(_inline, builder, sp, ctx if own else None), f"{describe} {sp['shard']}/{n}")
+    return parts
+
+
+register(
+    Stage(
+        stage.LUCENE_SHARD,
+        "indexes",
+        "BM25 index shards",
+        VERSION,
+        cost="bm25_index",
+        timings={"index_seconds": ("index_seconds",)},
+    )
+)
+register(
+    Stage(
+        stage.EMBEDDING_SHARD,
+        "indexes",
+        "encoding shards",
+        VERSION,
+        cost="encoding",
+        timings={"encode_seconds": ("encode_seconds",)},
+    )
+)
