@@ -65,7 +65,7 @@ def build_one(root: str, lock_timeout: float, art: Artifact, spec: dict, builder
     module-level function, pickled by name): built or reused under the store's lock, committed
     atomically, so a killed job leaves nothing and a rerun builds that shard alone."""
     store = Store(root, lock_timeout=lock_timeout)
-    store.ensure(art, lambda tmp: _started(spec) or builder(tmp, spec), describe)
+    store.ensure(art, functools.partial(_inline, builder, spec, None), describe)
     return art.key
 
 
@@ -124,6 +124,8 @@ def _run_jobs(ctx: Context, kind: str, todo: list[tuple[Artifact, dict]], builde
 
 
 def _inline(builder: Callable, spec: dict, ctx: Context | None, tmp: Path) -> dict:
+    """One shard's build: in the experiment's process (``ctx``: a dense shard uses its encoder) or
+    a job's (``None``: the builder loads what it needs)."""
     _started(spec)
     return builder(tmp, spec, ctx.encoder if ctx is not None else None)
 
