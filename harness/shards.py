@@ -88,13 +88,20 @@ def _executor(ctx: Context, kind: str):
             "slurm_partition": s.partition,
             "cpus_per_task": int(s.cpus_per_task),
             "slurm_mem_gb": s.mem_gb,
-            "slurm_gpus_per_node": int(s.gpus_per_task) if kind == stage.EMBEDDING_SHARD else 0,
+            "slurm_gpus_per_node": _gpus(ctx) if kind == stage.EMBEDDING_SHARD else 0,
             "name": f"harness-{kind}",
         }
         ex.update_parameters(**common, **{k: v for k, v in extra.items() if v is not None})
     else:
         ex.update_parameters(timeout_min=int(s.timeout_min), cpus_per_task=int(s.cpus_per_task))
     return ex
+
+
+def _gpus(ctx: Context) -> int:
+    """GPUs of an encoding shard's job: ``sharding.gpus_per_task``, else one when the encoder asks
+    for CUDA (``encoder.device=cuda``); ``auto`` takes what the job was given."""
+    given = int(ctx.cfg.sharding.gpus_per_task)
+    return given if given or str(ctx.cfg.encoder.device) != "cuda" else 1
 
 
 def _run_jobs(ctx: Context, kind: str, todo: list[tuple[Artifact, dict]], builder: Callable, describe: str) -> None:

@@ -129,3 +129,13 @@ def test_sharding_settings_are_checked(cfg_factory):
         check(cfg_factory("+experiment=doc_bm25", "shards=0"))
     with pytest.raises(ConfigError, match=r"sharding.launcher=cloud: expected inline, local or slurm"):
         check(cfg_factory("+experiment=doc_bm25", "shards=2", "sharding.launcher=cloud"))
+
+
+def test_an_encoding_shard_job_asks_for_a_gpu_when_the_encoder_does(cfg_factory):
+    from types import SimpleNamespace
+
+    def gpus(*o):
+        return shards._gpus(SimpleNamespace(cfg=cfg_factory("+experiment=doc_dense", *o)))
+
+    assert gpus() == 0 and gpus("encoder.device=cuda") == 1
+    assert gpus("encoder.device=cuda", "sharding.gpus_per_task=2") == 2 and gpus("sharding.gpus_per_task=1") == 1
