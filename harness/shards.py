@@ -114,6 +114,9 @@ def _run_jobs(ctx: Context, kind: str, todo: list[tuple[Artifact, dict]], builde
         build_one, [root] * k, [timeout] * k, [a for a, _ in todo], [s for _, s in todo], [builder] * k, names
     )
     log.info("%s: %d shard jobs submitted (%s)", kind, len(jobs), ", ".join(j.job_id for j in jobs))
+    if str(ctx.cfg.sharding.launcher) == "local":
+        for j in jobs:  # submitit waits 15 s for a dead job's result on a network file system; here it is local
+            j._results_timeout_s = 2
     failed = []
     for (_, spec), job in zip(todo, jobs):
         try:

@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+from conftest import TINY_ENCODER
 
 from harness import export_mteb as X
 from harness.run import execute
@@ -61,7 +62,7 @@ def test_self_hits_are_refused_until_kept(tmp_path, tiny_folder, cfg_factory):
     pd.concat([c, copied[[col for col in c.columns if col in copied.columns]]]).to_parquet(
         tiny_folder / "corpus.parquet", index=False
     )
-    data = ("dataset=local", f"dataset.path={tiny_folder}", *TA)
+    data = ("dataset=local", f"dataset.path={tiny_folder}", *TA, *TINY_ENCODER)
     results = tmp_path / "store" / "runs" / "results.jsonl"
     dropped = execute(cfg_factory("+experiment=doc_dense", *data, tiny=False))
     with pytest.raises(X.NotAnMtebTask, match=r"3 queries are also corpus ids.*dataset.drop_self_hits=false"):
