@@ -253,6 +253,7 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
             row = run_experiment(cfg, ds, store)
         except user_errors() as e:
             out(f"{where}: condition {cond.name} cannot run: {type(e).__name__}: {e}")
+            _record(store.root, reg, records)  # what was checked before it stays recorded
             return 2
         add_row(store.root / cfg.results, row)
         counts = counts_of(store, row)
