@@ -244,7 +244,8 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
     except user_errors() as e:
         out(f"{where}: cannot run: {type(e).__name__}: {e}")
         return 2
-    records, n = {}, {"OK": 0, "OK*": 0, "FAIL": 0, "not given": 0}
+    records: dict[str, dict] = {}
+    n = {"OK": 0, "OK*": 0, "FAIL": 0, "not given": 0}
     width = max(len(c.name) for c in reg.conditions)
     for cond in reg.conditions:
         cfg = cfgs[cond.name]
