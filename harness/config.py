@@ -276,7 +276,7 @@ class ShardingConf:
     """Where the shards of a sharded stage run (harness.shards): never part of a key."""
 
     launcher: str = "inline"  # inline | local | slurm
-    parallelism: int = 4  # jobs of one array at once
+    parallelism: int = 4  # slurm: jobs of one array at once
     partition: Optional[str] = None
     gpus_per_task: int = 0  # encoding shards only
     cpus_per_task: int = 2

@@ -376,10 +376,10 @@ def estimate(
             else:
                 out[n.kind] += at(points, "index_file_s", chars)
         elif model == "encoding":
-            count, length = unit_shape(_units_node(n), size, c, cfg)
             if p.get("shards", 1) > 1 and "shard" not in p:  # the merge: the shards' vectors concatenated
                 out[n.kind] += 0.1
                 continue
+            count, length = unit_shape(_units_node(n), size, c, cfg)
             share = 1.0 / p["shards"] if "shard" in p else 1.0  # a shard encodes its share, loading the model itself
             out[n.kind] += share * count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
             reached(n.kind, length + 2)

@@ -97,16 +97,20 @@ def task_names(cfg: dict) -> dict[str, str]:
     return {s: f"DAPFAM{DOMAINS[s]}{QUERY_VIEWS[q]}To{TARGET_VIEWS[t]}Retrieval" for s in SUBSETS}
 
 
+def _newline_joined(values) -> str:
+    """MTEB's DAPFAM join: the non-empty fields (not null, not NaN), as they are, one a line."""
+    return "\n".join(str(v) for v in values if v is not None and not (isinstance(v, float) and v != v) and str(v))
+
+
 def mteb_query_text(row) -> str:
     """A query as MTEB's DAPFAM task renders it: the view's non-empty fields joined by newlines."""
-    return "\n".join(str(v) for v in row if v is not None and not (isinstance(v, float) and v != v) and str(v))
+    return _newline_joined(row)
 
 
 def mteb_doc_text(title, rest) -> str:
     """A document as MTEB's sentence-transformers path hands it to the model: title, a space, then
     the view's other non-empty fields joined by newlines."""
-    body = "\n".join(str(v) for v in rest if v is not None and not (isinstance(v, float) and v != v) and str(v))
-    return f"{title or ''} {body}".strip()
+    return f"{title or ''} {_newline_joined(rest)}".strip()
 
 
 def check_text(ds, cfg: dict) -> None:
@@ -121,10 +125,10 @@ def check_text(ds, cfg: dict) -> None:
     harness_q = V.render(ds.queries, qcols)
     mteb_q = [mteb_query_text(r) for r in ds.queries[qcols].itertuples(index=False, name=None)]
     tcols = V.fields(cfg["target_fields"], "target")
+    rest = [c for c in tcols if c != S.TITLE]
     harness_d, mteb_d = [], []
     for batch in ds.corpus.iter_batches(tcols, batch_size=512):
         harness_d += V.render(batch, tcols)
-        rest = [c for c in tcols if c != S.TITLE]
         for r in batch[[S.TITLE, *rest]].itertuples(index=False, name=None):
             mteb_d.append(mteb_doc_text(r[0], r[1:]))
         if len(harness_d) >= CHECK_DOCS:

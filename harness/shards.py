@@ -14,8 +14,8 @@ BM25's statistics are the whole corpus's and a sharded index ranks as the unshar
 Where shards run (``sharding.launcher``):
 
 * ``inline``: in this process, one after another (what a laptop wants: resumable, no scheduler);
-* ``local``: one process per shard on this machine, ``sharding.parallelism`` at a time
-  (submitit's local executor: the same code path as Slurm's);
+* ``local``: one process per missing shard on this machine, all at once (submitit's local
+  executor: the same code path as Slurm's);
 * ``slurm``: one Slurm array job per stage (submitit's ``map_array``), one task per missing
   shard, with ``sharding.partition``, ``gpus_per_task`` (the encoder's GPU), ``cpus_per_task``,
   ``mem_gb`` and ``timeout_min``. Every node must see the artifact root (a shared file system).
@@ -76,24 +76,23 @@ def _started(spec: dict) -> None:
 
 
 def _executor(ctx: Context, kind: str):
+    """submitit's executor for one stage's array: generic settings for both clusters, the
+    ``slurm_`` ones (partition, memory, GPUs, how many at once) read by Slurm only (submitit's
+    local executor starts every job at once)."""
     import submitit  # deferred: only the local and Slurm launchers submit jobs
 
     s = ctx.cfg.sharding
     folder = Path(ctx.store.root) / "runs" / "logs" / "shards" / "%j"
-    cluster = "slurm" if str(s.launcher) == "slurm" else "local"
-    ex = submitit.AutoExecutor(folder=folder, cluster=cluster)
-    common = {"timeout_min": int(s.timeout_min), "slurm_array_parallelism": int(s.parallelism)}
-    if cluster == "slurm":
-        extra = {
-            "slurm_partition": s.partition,
-            "cpus_per_task": int(s.cpus_per_task),
-            "slurm_mem_gb": s.mem_gb,
-            "slurm_gpus_per_node": _gpus(ctx) if kind == stage.EMBEDDING_SHARD else 0,
-            "name": f"harness-{kind}",
-        }
-        ex.update_parameters(**common, **{k: v for k, v in extra.items() if v is not None})
-    else:
-        ex.update_parameters(timeout_min=int(s.timeout_min), cpus_per_task=int(s.cpus_per_task))
+    ex = submitit.AutoExecutor(folder=folder, cluster="slurm" if str(s.launcher) == "slurm" else "local")
+    ex.update_parameters(  # None: not set
+        timeout_min=int(s.timeout_min),
+        cpus_per_task=int(s.cpus_per_task),
+        name=f"harness-{kind}",
+        slurm_partition=s.partition,
+        slurm_mem_gb=s.mem_gb,
+        slurm_gpus_per_node=_gpus(ctx) if kind == stage.EMBEDDING_SHARD else 0,
+        slurm_array_parallelism=int(s.parallelism),
+    )
     return ex
 
 
@@ -122,9 +121,9 @@ def _run_jobs(ctx: Context, kind: str, todo: list[tuple[Artifact, dict]], builde
         try:
             job.result()
         except Exception as e:  # a job's own exception, or the scheduler's word on it
-            failed.append(
-                f"shard {spec['shard']}/{spec['shards']} (job {job.job_id}, log {job.paths.stderr}): {str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__}"
-            )
+            said = str(e).strip().splitlines()
+            why = said[-1] if said else type(e).__name__
+            failed.append(f"shard {spec['shard']}/{spec['shards']} (job {job.job_id}, log {job.paths.stderr}): {why}")
     if failed:
         raise ShardError(
             f"{len(failed)} of {len(todo)} {describe} jobs failed: "

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -632,11 +633,7 @@ def index_shard(tmp: Path, spec: dict, encoder=None) -> dict:
         open(units_dir / "docs" / "units.jsonl", encoding="utf-8") as f,
         open(part / "docs" / "units.jsonl", "w", encoding="utf-8") as g,
     ):
-        for i, line in enumerate(f):
-            if i >= hi:
-                break
-            if i >= lo:
-                g.write(line)
+        g.writelines(itertools.islice(f, lo, hi))
     (part / "meta.json").write_text(json.dumps({"units": hi - lo}))
     meta = index_file(part, tmp, spec["threads"], spec["docvectors"])
     shutil.rmtree(part)
