@@ -231,8 +231,14 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
     )
     try:
         cfgs = {c.name: compose(reg.overrides(c, extra)) for c in reg.conditions}
-        for cfg in cfgs.values():
-            check(cfg)
+        for c in reg.conditions:
+            computed = check(cfgs[c.name])  # the canonical names of what the experiment measures
+            missing = [m for m in c.scores if m not in computed]
+            if missing:
+                raise ConfigError(
+                    f"{reg.path}: conditions.{c.name} expects {missing}, which its experiment does not "
+                    f"measure ({computed}). Fix: add metrics=[...] naming them to its command."
+                )
         first = next(iter(cfgs.values()))
         store = Store.from_config(first)
         # the data first, once: a regression whose data cannot be loaded runs nothing

@@ -95,6 +95,12 @@ def test_bad_regression_files_and_names_are_one_line_errors(tmp_path, capsys):
     bad.write_text("tolerance: {nDCG@100: 0.01}\nconditions:\n  a:\n    command: +experiment=doc_bm25 bm25.kk1=2\n")
     assert regress.main([str(bad)]) == 2
     assert "cannot run" in capsys.readouterr().out
+    bad.write_text(
+        "tolerance: {AP@10: 0.01}\nconditions:\n  a:\n    command: +experiment=doc_bm25\n"
+        "    scores:\n      AP@10: {ALL: 0.1}\n"
+    )
+    assert regress.main([str(bad)]) == 2
+    assert "conditions.a expects ['AP@10'], which its experiment does not measure" in capsys.readouterr().out
 
 
 def test_the_report_shows_checked_rows_and_published_points(tmp_path, monkeypatch):
