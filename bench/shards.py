@@ -8,7 +8,7 @@ experiment (units, search and scoring are the same work on both sides); below 1 
 for their start-up (a process, a model or a JVM each) and the merge.
 
     python bench/shards.py            # mini, passage_dense at 128 tokens and passage_bm25 at 64 words
-    python bench/shards.py --quick    # the smallest mini set (tests/test_bench.py)
+    python bench/shards.py --quick    # documents of the smallest mini set (tests/test_bench.py)
 """
 
 import argparse
@@ -33,13 +33,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_quick(ap)
     a = ap.parse_args()
-    data = ["dataset.params.n_docs=60", "dataset.params.n_queries=8"] if a.quick else []
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tmp = Path(tempfile.mkdtemp(prefix="bench-shards-"))
-    for name, exp in (
-        ("dense", ["+experiment=passage_dense", "passage.length=128"]),
-        ("bm25", ["+experiment=passage_bm25", "passage.length=64"]),
-    ):
+    experiments = {
+        "dense": ["+experiment=passage_dense", "passage.length=128"],
+        "bm25": ["+experiment=passage_bm25", "passage.length=64"],
+    }
+    data = []
+    if a.quick:  # whole documents of the smallest mini set, 64 word pieces each: the same shard path
+        experiments = {"dense": ["+experiment=doc_dense", "encoder.max_length=64"], "bm25": ["+experiment=doc_bm25"]}
+        data = ["dataset.params.n_docs=60", "dataset.params.n_queries=8"]
+    for name, exp in experiments.items():
         import torch
 
         torch.set_num_threads(2)

@@ -122,6 +122,16 @@ def check_grade_scaling(measures, qrels: pd.DataFrame) -> None:
         )
 
 
+def as_dict(frame: pd.DataFrame, value: str) -> dict:
+    """``{query_id: {doc_id: value}}``, ir-measures' dict-of-dict form (the last of duplicate pairs
+    wins, as when it reads a frame): built from whole columns, where ir-measures would read the
+    frame row by row."""
+    out: dict = {}
+    for q, d, v in zip(frame["query_id"].tolist(), frame["doc_id"].tolist(), frame[value].tolist()):
+        out.setdefault(q, {})[d] = v
+    return out
+
+
 def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES) -> pd.DataFrame:
     """``(query_id, measure, value)`` for every query with a positive in ``qrels``; missing
     queries score 0. Rows with relevance 0 are judged non-relevant documents."""
@@ -130,8 +140,8 @@ def per_query(run: pd.DataFrame, qrels: pd.DataFrame, measures=DEFAULT_MEASURES)
     qids = sorted(qrels.loc[qrels["relevance"].astype(float) > 0, "query_id"].unique())
     if not qids:
         return pd.DataFrame(columns=["query_id", "measure", "value"])
-    ev = evaluator(ms, integer_grades(qrels[["query_id", "doc_id", "relevance"]]))
-    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ev.iter_calc(run[["query_id", "doc_id", "score"]])]
+    ev = evaluator(ms, as_dict(integer_grades(qrels[["query_id", "doc_id", "relevance"]]), "relevance"))
+    rows = [(m.query_id, str(m.measure), float(m.value)) for m in ev.iter_calc(as_dict(run, "score"))]
     got = pd.DataFrame(rows, columns=["query_id", "measure", "value"])
     full = pd.MultiIndex.from_product([qids, [str(m) for m in ms]], names=["query_id", "measure"])
     got = got.set_index(["query_id", "measure"]).reindex(full, fill_value=0.0).reset_index()
