@@ -97,9 +97,6 @@ def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     assert main(args(tmp_path / "a", sweep_file)) == 0
     assert main(args(tmp_path / "b", sweep_file)) == 0  # uninterrupted
     pd.testing.assert_frame_equal(_scores(tmp_path / "a"), _scores(tmp_path / "b"))
-    t0 = time.perf_counter()
-    assert main(args(tmp_path / "b", sweep_file)) == 0
-    assert time.perf_counter() - t0 < 60
     report = tmp_path / "b" / "runs" / "report" / "small"
     assert {p.name for p in report.iterdir()} >= {"results.csv", "results.md", "in_vs_out.png", "passage_length.png"}
     assert len(pd.read_csv(report / "results.csv")) == 14
