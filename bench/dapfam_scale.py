@@ -45,6 +45,8 @@ def predict(cfg, quick: bool = False) -> dict:
     """Seconds per stage as ``make sweep-list`` would predict them for this experiment, before it
     runs (the calibration is the artifact root's, measured there first if missing). Run in a
     child process, so that calibrating leaves this process's peak RSS to the run it measures."""
+    if quick:  # the figures mean nothing in the quick mode: no second process to start
+        return _predict(cfg, quick)
     with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
         return pool.submit(_predict, cfg, quick).result()
 
@@ -220,7 +222,9 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     folder = Path(a.folder) if a.folder else tmp / "dapfam"
     t = {}
-    if not a.folder:
+    if not a.folder and a.quick:
+        synthetic.write_dataset(folder, a.families, a.chars, a.queries, a.query_chars)
+    elif not a.folder:  # in a child process: this one's peak RSS is the experiment's
         with timer(t, "generate"), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
             pool.submit(synthetic.write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
     text_mib = (folder / "corpus.parquet").stat().st_size / 2**20
