@@ -8,7 +8,7 @@ experiment (units, search and scoring are the same work on both sides); below 1 
 for their start-up (a process, a model or a JVM each) and the merge.
 
     python bench/shards.py            # mini, passage_dense at 128 tokens and passage_bm25 at 64 words
-    python bench/shards.py --quick    # documents of the smallest mini set (tests/test_bench.py)
+    python bench/shards.py --quick    # documents of the smallest mini set, in process (tests/test_bench.py)
 """
 
 import argparse
@@ -39,10 +39,13 @@ def main():
         "dense": ["+experiment=passage_dense", "passage.length=128"],
         "bm25": ["+experiment=passage_bm25", "passage.length=64"],
     }
-    data = []
-    if a.quick:  # whole documents of the smallest mini set, 64 word pieces each: the same shard path
+    data, launcher = [], "local"
+    if a.quick:
+        # whole documents of the smallest mini set, 64 word pieces each, the shards built in this
+        # process: the script's path without a job's start-up (shard jobs run in tests/test_shards.py
+        # on the local launcher and in tests/test_slurm.py on Slurm)
         experiments = {"dense": ["+experiment=doc_dense", "encoder.max_length=64"], "bm25": ["+experiment=doc_bm25"]}
-        data = ["dataset.params.n_docs=60", "dataset.params.n_queries=8"]
+        data, launcher = ["dataset.params.n_docs=60", "dataset.params.n_queries=8"], "inline"
     for name, exp in experiments.items():
         import torch
 
@@ -53,7 +56,7 @@ def main():
             *exp,
             *data,
             "shards=2",
-            "sharding.launcher=local",
+            f"sharding.launcher={launcher}",
             "sharding.cpus_per_task=1",
             "index.threads=1",
         )

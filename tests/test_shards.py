@@ -102,8 +102,8 @@ def test_shard_jobs_run_as_processes_and_a_failed_job_is_named_then_resumed(tmp_
     """sharding.launcher=local: each shard a job of its own (submitit's local executor, the Slurm
     path's code). A job that dies (shard 1 killed) fails the experiment with one line naming the
     shard and its log, keeping the other; the rerun builds shard 1 alone and gives the unsharded
-    run file. BM25 shards (a JVM each); encoding shard jobs run in bench/shards.py's quick mode
-    here and on Slurm in tests/test_slurm.py."""
+    run file. BM25 shards (a JVM each): encoding shard jobs, the same submitting code on another
+    executor, run on Slurm in tests/test_slurm.py."""
     args = ("+experiment=doc_bm25", *TA, "shards=2", "sharding.launcher=local", "sharding.cpus_per_task=1")
     monkeypatch.setenv("HARNESS_FAULT", "shard-1")
     with pytest.raises(shards.ShardError, match=r"1 of 2 BM25 index shard jobs failed: shard 1/2 \(job .*log .*\)"):
