@@ -267,6 +267,8 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
         ]
     )
 
+    judged = {s: subset(pos, s) for s in SUBSETS}
+
     def table(run, by=None):
         """Per-query nDCG@100 on ALL / IN / OUT of the run's own queries (as harness.evaluate's
         score_nested scores them), per value of column ``by`` (an outer fold) if given: one
@@ -275,8 +277,7 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
         runs, qrels = [], []
         for g, r in groups:
             for s in SUBSETS:
-                q = subset(pos, s)
-                q = q[q["query_id"].isin(set(r["query_id"]))]
+                q = judged[s][judged[s]["query_id"].isin(set(r["query_id"]))]
                 tag = f"{g}\x1f{s}\x1f"
                 runs.append(r.assign(query_id=tag + r["query_id"]))
                 qrels.append(q.assign(query_id=tag + q["query_id"]))
