@@ -265,8 +265,12 @@ def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
     assert row["query_views"] == "TA+TA+KW+KW+T+T"
     assert row["prf"] == "bm25:rm3(20,10,0.5)+dense:rocchio(3,0.4,0.6)"
     assert 0 < row["nDCG@100/OUT"] <= 1
-    # its honest learned ranker, and rerank=none, which an experiment that set the weight could not drop
-    learned = execute(cfg_factory("+experiment=xdomain", "ltr=xdomain", "search.k=300", "rerank=none"))
+    # its honest learned ranker (50 trees, not 200: its wiring is under test here, and the identity
+    # check refits it a few dozen times), and rerank=none, which an experiment that set the weight
+    # could not drop
+    learned = execute(
+        cfg_factory("+experiment=xdomain", "ltr=xdomain", "ltr.n_estimators=50", "search.k=300", "rerank=none")
+    )
     assert learned["ltr"] == "lambdamart(domain+run,ow=10)" and learned["rerank"] is None and learned["search_k"] == 300
 
 
