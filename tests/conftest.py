@@ -84,16 +84,3 @@ def killed_at(cmd: list[str], point: str, building, timeout: float = 300) -> Non
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == -signal.SIGKILL, f"not killed at {point} (exit {proc.returncode}): {proc.stderr[-1500:]}"
     assert building(), f"killed at {point}, but no build was under way"
-
-
-# Modules whose tests wait on a cluster, a terminal or many seeds, run first. pytest-xdist's
-# worksteal hands each worker a contiguous third of the collection and lets idle workers steal
-# from the tail of the longest queue: with these at the front, the run ends on short tests that
-# split evenly, not on a Slurm job's polling while the other workers idle. Modules stay whole
-# (their module-scoped fixtures are set up once).
-FIRST = ("test_slurm.py", "test_select.py", "test_sweep.py", "test_compare.py", "test_shards.py", "test_bench.py")
-
-
-def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: within a module, file order
