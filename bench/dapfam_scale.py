@@ -41,14 +41,20 @@ from _util import add_quick, compose, peak_rss_mib, report, split_units, timer
 DAPFAM_FAMILIES = 45_336
 
 
+def apart(quick: bool, fn, *args):
+    """``fn(*args)`` in a child process, so that its memory stays out of this process's peak RSS
+    (the run's figure); in the quick mode, which reports no figure, here."""
+    if quick:
+        return fn(*args)
+    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
+
+
 def predict(cfg, quick: bool = False) -> dict:
     """Seconds per stage as ``make sweep-list`` would predict them for this experiment, before it
-    runs (the calibration is the artifact root's, measured there first if missing). Run in a
-    child process, so that calibrating leaves this process's peak RSS to the run it measures."""
-    if quick:  # the figures mean nothing in the quick mode: no second process to start
-        return _predict(cfg, quick)
-    with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-        return pool.submit(_predict, cfg, quick).result()
+    runs (the calibration is the artifact root's, measured there first if missing), calibrating
+    apart from the run it measures."""
+    return apart(quick, _predict, cfg, quick)
 
 
 def _predict(cfg, quick: bool = False) -> dict:
@@ -222,11 +228,9 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     folder = Path(a.folder) if a.folder else tmp / "dapfam"
     t = {}
-    if not a.folder and a.quick:
-        synthetic.write_dataset(folder, a.families, a.chars, a.queries, a.query_chars)
-    elif not a.folder:  # in a child process: this one's peak RSS is the experiment's
-        with timer(t, "generate"), ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
-            pool.submit(synthetic.write_dataset, folder, a.families, a.chars, a.queries, a.query_chars).result()
+    if not a.folder:
+        with timer(t, "generate"):
+            apart(a.quick, synthetic.write_dataset, folder, a.families, a.chars, a.queries, a.query_chars)
     text_mib = (folder / "corpus.parquet").stat().st_size / 2**20
     store = Store(tmp / "store")
     cfg = compose(
