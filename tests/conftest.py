@@ -59,6 +59,14 @@ def make_cfg(root: Path, *overrides: str, tiny: bool = True):
         return compose("config", overrides=[f"root={root}", *(tiny_overrides() if tiny else []), *overrides])
 
 
+def pytest_collection_modifyitems(config, items):
+    """The slow tier first, each tier in file order. ``make test`` hands each worker its next test
+    when it is done (``--dist loadgroup``), so the long tests (a sweep, a Slurm job, 80 seeds of
+    LightGBM) start early and the short ones fill the workers' last minutes. In file order a long
+    test could start last and keep one worker busy after the others had finished."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def tiny_folder(tmp_path) -> Path:
     """The tiny synthetic set written as a DAPFAM-format folder (the hub's three parquet files)."""

@@ -17,7 +17,9 @@ from conftest import ROOT, tiny_overrides
 
 from harness import collect
 
-pytestmark = pytest.mark.slow  # runs experiments (the JVM)
+# Slow: runs experiments (the JVM). One group: one worker runs them all, so the module's shared
+# fixture is built once (Makefile: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gc")]
 
 SWEEP = """
 blocks:
