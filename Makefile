@@ -30,17 +30,18 @@ lint: $(STAMP)
 # The fast tier, for the edit loop: lint, types and the tests that need no JVM and no model
 # (HARNESS_FAST_TIER=1 makes a test that starts either fail, naming the fix: mark it slow).
 check: lint
-	HARNESS_FAST_TIER=1 $(PY) -m pytest -q -n 2 --dist loadgroup -m "not slow" -p no:cacheprovider tests
+	HARNESS_FAST_TIER=1 $(PY) -m pytest -q -n 2 --dist loadscope -m "not slow" -p no:cacheprovider tests
 
 # Everything (what CI runs): lint, types and every test, fast and slow, on three workers. Each
-# worker takes the next test when it is done (loadgroup: a module whose tests share a built fixture
-# goes to one worker as a whole), and tests/conftest.py puts the slow tier first: the long tests
-# start early and the short ones fill the end. worksteal, which splits the suite into one block per
-# worker up front, left one worker running a long test for a minute after the others had finished.
+# worker takes the next test when it is done (loadscope, its scopes refined in tests/conftest.py:
+# a module whose tests share a built fixture goes to one worker whole, every other test alone), and
+# the slow tier comes first: the long tests start early and the short ones fill the end.
+# worksteal, which splits the suite into one block per worker up front, left one worker running a
+# long test for a minute after the others had finished.
 # Three on two cores, because many tests wait on a subprocess, the JVM or a launcher while another
 # computes (bench/under_load.py --only test, same tests: 3 workers 525 s, 4 workers 534 s).
 test: lint
-	$(PY) -m pytest -q -n 3 --dist loadgroup tests
+	$(PY) -m pytest -q -n 3 --dist loadscope tests
 
 # The main job: the named sweep on the embedded synthetic data (DATASET=local ARGS='dataset.path=…'
 # for a DAPFAM-format folder), then the results table and plots in runs/report/<sweep>/.

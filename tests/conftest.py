@@ -60,11 +60,39 @@ def make_cfg(root: Path, *overrides: str, tiny: bool = True):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow tier first, each tier in file order. ``make test`` hands each worker its next test
-    when it is done (``--dist loadgroup``), so the long tests (a sweep, a Slurm job, 80 seeds of
-    LightGBM) start early and the short ones fill the workers' last minutes. In file order a long
-    test could start last and keep one worker busy after the others had finished."""
+    """The slow tier first, each tier in file order. Under ``make test`` each worker takes the next
+    test when it is done (:func:`pytest_xdist_make_scheduler`), so the long tests (a sweep, a Slurm
+    job, 80 seeds of LightGBM) start early and the short ones fill the workers' last minutes. In
+    file order a long test could start last and keep one worker busy after the others finished."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+# The modules whose tests share a module-scoped fixture (a built reference run, a sweep, a running
+# cluster): one worker runs each, so each is built once. Named by path rather than marked: the
+# process that schedules sees node ids only, and pytest-xdist's grouping by mark (``--dist
+# loadgroup``) silently does nothing on pytest 9.2 (pytest-dev/pytest-xdist#1386).
+ONE_WORKER = {"tests/test_bad_inputs.py", "tests/test_gc.py", "tests/test_report_page.py", "tests/test_slurm.py"}
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit a worker is handed: the module for :data:`ONE_WORKER`'s, else the test itself."""
+    module = nodeid.split("::", 1)[0]
+    return module if module in ONE_WORKER else nodeid
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` with the scopes of :func:`scope_of`. xdist hands the scopes out largest
+    first (ONE_WORKER's modules), then one at a time in collection order, to whichever worker is
+    about to run out."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture

@@ -32,9 +32,6 @@ from harness.data import schema as S
 from harness.run import execute
 from harness.store import StoreError
 
-# One worker runs them all, so the module's shared fixture is built once (Makefile: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bad_inputs")
-
 SCORES = [f"{m}/{s}" for m in ("nDCG@100", "R@100") for s in ("ALL", "IN", "OUT")]
 BASE = ("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA", "bm25.k1=0.9", "bm25.b=0.4")
 

@@ -17,9 +17,7 @@ from conftest import ROOT, tiny_overrides
 
 from harness import collect
 
-# Slow: runs experiments (the JVM). One group: one worker runs them all, so the module's shared
-# fixture is built once (Makefile: --dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gc")]
+pytestmark = pytest.mark.slow  # runs experiments (the JVM)
 
 SWEEP = """
 blocks:

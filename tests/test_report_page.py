@@ -19,9 +19,6 @@ from conftest import ROOT, TINY_ENCODER, tiny_overrides
 
 from harness.report_page import command, judged_marks, page_data, per_query_scores, top_lists
 
-# One worker runs them all, so the module's shared fixture is built once (Makefile: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("report_page")
-
 SWEEP = """
 blocks:
   single:

@@ -15,9 +15,6 @@ from harness.sweep import main
 
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 
-# One worker runs them all, so the module's shared fixture is built once (Makefile: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("slurm")
-
 
 @pytest.fixture(scope="module")
 def slurm():
