@@ -60,11 +60,12 @@ def make_cfg(root: Path, *overrides: str, tiny: bool = True):
 
 
 def pytest_collection_modifyitems(config, items):
-    """The slow tier first, each tier in file order. Under ``make test`` each worker takes the next
-    test when it is done (:func:`pytest_xdist_make_scheduler`), so the long tests (a sweep, a Slurm
-    job, 80 seeds of LightGBM) start early and the short ones fill the workers' last minutes. In
-    file order a long test could start last and keep one worker busy after the others finished."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The ``long`` tests first, then the rest of the slow tier, then the fast one, each in file
+    order. Under ``make test`` each worker takes the next test when it is done
+    (:func:`pytest_xdist_make_scheduler`), so the short tests fill the workers' last minutes. In
+    file order the 80-seed LightGBM test started last and kept one worker busy for a minute and a
+    half after the others had finished."""
+    items.sort(key=lambda item: (item.get_closest_marker("long") is None, item.get_closest_marker("slow") is None))
 
 
 # The modules whose tests share a module-scoped fixture (a built reference run, a sweep, a running

@@ -55,6 +55,7 @@ def test_breakdown_by_query_domain():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.skipif(
     not __import__("conftest").SHARED_CACM_CODED.exists(), reason="needs ../shared/data/cacm-xdom-coded"
 )

@@ -330,6 +330,7 @@ def test_identity_check_flags_an_exact_length():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.skipif(not SHARED_CACM_CODED.exists(), reason="needs ../shared/data/cacm-xdom-coded")
 def test_identity_check_on_cacm_coded_flags_the_length_and_passes_the_domain(cfg_factory, monkeypatch, tmp_path):
     """On the real citation benchmark (targets cited by many queries), LTR over BM25 with the exact

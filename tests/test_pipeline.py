@@ -248,6 +248,7 @@ def test_cls_bfloat16_runs_and_float32_builds_new_embeddings(cfg_factory, caplog
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_any_ir_measures_metrics_through_run_sweep_report_and_compare(cfg_factory, tmp_path, capsys):
     from harness import compare
     from harness.report import write_report

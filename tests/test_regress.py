@@ -30,6 +30,7 @@ def _lines(out: str, status: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_mini_regression_passes_and_an_edited_copy_fails(tmp_path, monkeypatch, capsys):
     """`python -m harness.regress mini` on a fresh root: every value OK; the same file with one
     expected value moved past its tolerance, run by its path: FAIL with both numbers, exit 1;

@@ -292,6 +292,7 @@ def test_sigkill_during_index_build_then_rerun_equals_uninterrupted(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sigkill_during_encoding_then_rerun_equals_uninterrupted(tmp_path):
     args = ["+experiment=doc_dense", "target_fields=TA"]
     emb = tmp_path / "a" / "indexes" / "embeddings"

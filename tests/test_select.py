@@ -313,6 +313,7 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_nested_selection_over_learned_rows_keeps_its_level_on_noise():
     """Learned rows on features with no signal, 80 seeds: the nested choice's held-out test (fold
     f's choice made on scores of models that never saw f) rejects at p < 0.05 in about 5% of seeds

@@ -40,6 +40,7 @@ def _nodes(root, kind):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sharded_bm25_and_dense_rank_as_unsharded(tmp_path, cfg_factory):
     """In process: a 3-shard BM25 index (passages) gives the unsharded run file byte for byte,
     BM25's statistics being the whole corpus's; 3-shard encodings give the unsharded vectors (to

@@ -89,6 +89,7 @@ def _scores(root):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_sweep_killed_then_resumed_equals_uninterrupted(tmp_path, sweep_file):
     cmd = [sys.executable, "-m", "harness.sweep", *args(tmp_path / "a", sweep_file)]
     emb = tmp_path / "a" / "indexes" / "embeddings"
@@ -303,6 +304,7 @@ def test_a_composed_base_plus_plain_values_is_what_hydra_composes():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_jobs_of_every_sweep_file_compose_as_hydra_does():
     """Every sweep file, every distinct set of group choices and a tenth of the other jobs (the
     whole composition costs 80 ms a job: the paper grid alone would take half a minute)."""
@@ -352,6 +354,7 @@ def _in_a_terminal(cmd: list[str], env: dict, cwd: Path, cols: int = 120, timeou
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_sweep_in_a_terminal_shows_the_plan_one_bar_and_a_summary(tmp_path):
     """What a person sees: the plan, the log's path, one progress bar redrawn in place, warnings
     at most once each, and the best rows at the end; every artifact's INFO line is in the log file,
