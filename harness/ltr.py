@@ -468,22 +468,28 @@ def cross_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series, 
 def nested_fit(x: pd.DataFrame, y: np.ndarray, qids: pd.Series, fold: pd.Series, params: dict, extra=None) -> dict:
     """For each outer fold f: scores of the rows of every other fold g from the model trained on the
     folds other than f and g (NaN elsewhere). What ``select`` chooses fold f's configuration on:
-    neither that choice nor f's own model then saw f's labels."""
+    neither that choice nor f's own model then saw f's labels.
+
+    The model that leaves out f and g is the one that leaves out g and f (the same rows, columns
+    and seed): one fit per pair of folds scores g's rows for outer fold f and f's rows for g, half
+    the fits of one per ordered pair, with the same scores."""
     f_of_row = _fold_of_rows(qids, fold)
     labelled = ~np.isnan(f_of_row)
     folds = sorted(fold.unique())
-    out = {}
-    for f in folds:
-        s = np.full(len(x), np.nan)
-        for g in folds:
-            if g == f:
-                continue
+    out = {f: np.full(len(x), np.nan) for f in folds}
+    for i, f in enumerate(folds):
+        for g in folds[i + 1 :]:
             xfg = with_learned(x, extra, f_of_row, {f, g})
             train = labelled & (f_of_row != f) & (f_of_row != g)
-            rows = f_of_row == g
-            if train.any() and rows.any():
-                s[rows] = _predict(fit(xfg[train], y[train], qids[train], params), xfg[rows])
-        out[f] = s
+            if not train.any():
+                continue
+            model = None
+            for outer, scored in ((f, g), (g, f)):
+                rows = f_of_row == scored
+                if rows.any():
+                    if model is None:
+                        model = fit(xfg[train], y[train], qids[train], params)
+                    out[outer][rows] = _predict(model, xfg[rows])
     return out
 
 

@@ -208,6 +208,81 @@ def test_imports_are_at_module_level_except_heavy_or_jvm_starting_ones():
     assert not bad, "import these at module level (or add a heavy module to DEFERRED, saying why):\n" + "\n".join(bad)
 
 
+# ----------------------------------------------------------------------------- the JVM before pyserini
+# pyserini's packages that import no jnius (pyserini 1.6): fusion and run files in Python alone.
+PYSERINI_WITHOUT_JAVA = ("pyserini.trectools", "pyserini.fusion", "pyserini.eval")
+
+
+def _imports(node) -> list[tuple[int, str, str]]:
+    """(line, what, name) of the imports in ``node``: what is ``jvm`` for harness.jvm in any
+    spelling (importing it starts the JVM), ``java`` for jnius and the pyserini packages that
+    import it (either starts a JVM of its own, on the wrong Java and without Anserini, when none
+    runs)."""
+    out = []
+    for n in ast.walk(node):
+        if isinstance(n, ast.Import):
+            names = [(a.name, a.name) for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            base = "." * n.level + (n.module or "")
+            names = [(f"{base}.{a.name}" if n.module or n.level else a.name, base) for a in n.names]
+        else:
+            continue
+        for full, base in names:
+            root = base.lstrip(".").split(".")[0]
+            if full.split(".")[-1] == "jvm" or base.rstrip(".").endswith("jvm"):
+                out.append((n.lineno, "jvm", full))
+            elif (
+                root in ("pyserini", "jnius")
+                and not base.startswith(".")
+                and not full.startswith(PYSERINI_WITHOUT_JAVA)
+            ):
+                out.append((n.lineno, "java", full))
+    return sorted(out)
+
+
+def pyserini_before_the_jvm(tree: ast.Module, name: str) -> list[str]:
+    """Imports of pyserini or jnius that run before this process has imported harness.jvm: at
+    module level, one not preceded by a module-level jvm import; in a function (the module has no
+    jvm import at its top), one not preceded by a jvm import in the same function."""
+    top = _imports(ast.Module(body=[s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef))]))
+    bad, top_jvm = [], [line for line, what, _ in top if what == "jvm"]
+    for line, what, full in top:
+        if what == "java" and not any(j < line for j in top_jvm):
+            bad.append(f"{name}:{line}: {full}")
+    if top_jvm:
+        return bad
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            imports = _imports(fn)
+            first_jvm = min((line for line, what, _ in imports if what == "jvm"), default=None)
+            for line, what, full in imports:
+                if what == "java" and (first_jvm is None or first_jvm > line):
+                    bad.append(f"{name}:{line}: {full}")
+    return sorted(set(bad))
+
+
+def test_the_jvm_check_sees_pyserini_imported_first():
+    tree = ast.parse(
+        "def f():\n    from pyserini.search.lucene import LuceneSearcher\n    import harness.jvm\n"
+        "def g():\n    from harness import jvm\n    jvm.start()\n    from pyserini.search import x\n"
+        "def h():\n    from ..jvm import start\n    import jnius_config\n    from jnius import autoclass\n"
+        "def k():\n    import jnius\n"
+    )
+    assert pyserini_before_the_jvm(tree, "x") == ["x:13: jnius", "x:2: pyserini.search.lucene.LuceneSearcher"]
+    assert pyserini_before_the_jvm(ast.parse("import jnius\nimport harness.jvm\n"), "y") == ["y:1: jnius"]
+
+
+def test_pyserini_and_jnius_are_imported_after_harness_jvm():
+    """A test or a benchmark that imports pyserini first passes when an earlier test in its process
+    started the JVM, and fails alone (Java 17, no Anserini): make test's order then decides."""
+    bad = []
+    for folder in ("harness", "tests", "bench", "scripts", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name != "jvm.py":
+                bad += pyserini_before_the_jvm(ast.parse(path.read_text(encoding="utf-8")), str(path.relative_to(ROOT)))
+    assert not bad, "import harness.jvm (or call jvm.start()) before these:\n" + "\n".join(bad)
+
+
 # ----------------------------------------------------------------------------- run kinds: the registry's words
 def kind_literals(tree: ast.Module, kinds: set[str]) -> list[int]:
     """Lines where a comparison (``==``, ``!=``, ``in``, ``match``) names an artifact kind by its string."""

@@ -33,12 +33,12 @@ def run_table(rows):
 def test_bm25_prf_equals_pyserini_on_the_same_index(cfg_factory, method, setter, params):
     """RM3 and Rocchio through the harness (SearchCollection) give pyserini's LuceneSearcher
     set_rm3 / set_rocchio rankings and scores on the same index."""
-    from pyserini.search.lucene import LuceneSearcher
-
-    import harness.jvm  # noqa: F401
-    from harness import data
+    from harness import data, jvm
     from harness.data import views as V
     from harness.runs import from_hits, sort_run
+
+    jvm.start()  # Java 21 and Anserini's classes before pyserini imports jnius (harness.jvm)
+    from pyserini.search.lucene import LuceneSearcher
 
     over = [f"prf.{k}={v}" for k, v in params.items()]
     cfg = cfg_factory("+experiment=doc_bm25", *TA, f"prf={method}", *over, "search.k=50", "search.depth=50")
@@ -148,10 +148,11 @@ def test_weighted_rrf_by_hand():
 
 @pytest.mark.slow
 def test_unweighted_rrf_is_pyserinis():
-    from pyserini.fusion import reciprocal_rank_fusion
-
-    import harness.jvm  # noqa: F401
+    from harness import jvm
     from harness.fuse import fuse, to_trecrun
+
+    jvm.start()  # Java 21 and Anserini's classes before pyserini imports jnius (harness.jvm)
+    from pyserini.fusion import reciprocal_rank_fusion
 
     ours = fuse([A, B], "rrf", k=60).set_index("doc_id")["score"].sort_index()
     theirs = reciprocal_rank_fusion([to_trecrun(A), to_trecrun(B)], rrf_k=60, depth=100, k=None).run_data

@@ -211,6 +211,29 @@ def test_nested_scores_never_see_the_outer_folds_judgments():
     assert not a[a["outer_fold"] == 0].reset_index(drop=True).equals(b[b["outer_fold"] == 0].reset_index(drop=True))
 
 
+def test_nested_fit_fits_once_per_pair_of_folds_with_each_ordered_pairs_scores(monkeypatch):
+    """The model that leaves out folds f and g serves both outer folds: with 4 folds, 6 fits, not
+    12, and every nested score is that of a model fitted for its own ordered pair (the reference
+    below, written out)."""
+    feats, pos = synthetic(n_queries=32, n_cands=20)
+    fold = ltr.folds_of(pos, 4, 0)
+    x, y, qids = feats[["r0_rank", "r0_signal"]], ltr.labels(feats, pos), feats["query_id"]
+    f_of_row = qids.map(fold).to_numpy(float)
+    want = {}
+    for f in range(4):
+        want[f] = np.full(len(x), np.nan)
+        for g in set(range(4)) - {f}:
+            train, rows = ~np.isin(f_of_row, [f, g]), f_of_row == g
+            want[f][rows] = ltr.fit(x[train], y[train], qids[train], PARAMS).predict(x[rows])
+    fits = []
+    real_fit = ltr.fit
+    monkeypatch.setattr(ltr, "fit", lambda *a: fits.append(1) or real_fit(*a))
+    got = ltr.nested_fit(x, y, qids, fold, PARAMS)
+    assert len(fits) == 6 and sorted(got) == [0, 1, 2, 3]
+    for f in range(4):
+        np.testing.assert_array_equal(got[f], want[f])
+
+
 def test_deep_candidates_reach_the_top_100():
     """Positives that every input run ranks below 100 come into the learned top 100 when the
     candidates go deeper (ltr.depth, search.k): R@100 rises, not only the order inside it."""

@@ -40,12 +40,13 @@ def test_doc_bm25_twice_builds_and_searches_once(cfg_factory, caplog):
 def test_bm25_parity_with_direct_pyserini(cfg_factory, tmp_path):
     """The harness's document BM25 equals pyserini used by hand: LuceneIndexer + LuceneSearcher."""
     import ir_measures
+
+    from harness import data, jvm
+    from harness.data import views as V
+
+    jvm.start()  # Java 21 and Anserini's classes before pyserini imports jnius (harness.jvm)
     from pyserini.index.lucene import LuceneIndexer
     from pyserini.search.lucene import LuceneSearcher
-
-    import harness.jvm  # noqa: F401
-    from harness import data
-    from harness.data import views as V
 
     cfg = cfg_factory("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA", "bm25.k1=0.9", "bm25.b=0.4")
     row = execute(cfg)
@@ -106,12 +107,13 @@ def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
     import faiss
     import ir_measures
     import torch
-    from pyserini.encode import AutoDocumentEncoder
 
-    import harness.jvm  # noqa: F401
-    from harness import data
+    from harness import data, jvm
     from harness.backends.dense import resolve_model
     from harness.data import views as V
+
+    jvm.start()  # Java 21 and Anserini's classes before pyserini imports jnius (harness.jvm)
+    from pyserini.encode import AutoDocumentEncoder
 
     cfg = cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA")
     row = execute(cfg)
