@@ -34,8 +34,8 @@ check: lint
 
 # Everything (what CI runs): lint, types and every test, fast and slow, on three workers. Each
 # worker takes the next test when it is done (loadscope, its scopes refined in tests/conftest.py:
-# a module whose tests share a built fixture goes to one worker whole, every other test alone), and
-# the slow tier comes first: the long tests start early and the short ones fill the end.
+# a module whose tests share a built fixture goes to one worker whole, every other test alone), the
+# tests marked long first, then the slow tier: the long tests start early, the short ones fill the end.
 # worksteal, which splits the suite into one block per worker up front, left one worker running a
 # long test for a minute after the others had finished.
 # Three on two cores, because many tests wait on a subprocess, the JVM or a launcher while another
