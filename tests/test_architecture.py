@@ -244,7 +244,8 @@ def pyserini_before_the_jvm(tree: ast.Module, name: str) -> list[str]:
     """Imports of pyserini or jnius that run before this process has imported harness.jvm: at
     module level, one not preceded by a module-level jvm import; in a function (the module has no
     jvm import at its top), one not preceded by a jvm import in the same function."""
-    top = _imports(ast.Module(body=[s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.ClassDef))]))
+    defs = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    top = _imports(ast.Module(body=[s for s in tree.body if not isinstance(s, defs)]))
     bad, top_jvm = [], [line for line, what, _ in top if what == "jvm"]
     for line, what, full in top:
         if what == "java" and not any(j < line for j in top_jvm):

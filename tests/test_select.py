@@ -269,7 +269,7 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
 
     # Only ALL: the tests read no other subset, and scoring three would triple the 80-seed test's
     # pytrec_eval work for nothing.
-    judged = {s: subset(pos, s) for s in ("ALL",)}
+    judged = {"ALL": subset(pos, "ALL")}
 
     def table(run, by=None):
         """Per-query nDCG@100 on ALL of the run's own queries (as harness.evaluate's score_nested
@@ -278,8 +278,8 @@ def _learned_noise_tables(seed: int, queries: int = 45, cands: int = 20, configs
         groups = run.groupby(by) if by else [(None, run)]
         runs, qrels = [], []
         for g, r in groups:
-            for s in judged:
-                q = judged[s][judged[s]["query_id"].isin(set(r["query_id"]))]
+            for s, positives in judged.items():
+                q = positives[positives["query_id"].isin(set(r["query_id"]))]
                 tag = f"{g}\x1f{s}\x1f"
                 runs.append(r.assign(query_id=tag + r["query_id"]))
                 qrels.append(q.assign(query_id=tag + q["query_id"]))
