@@ -8,21 +8,61 @@ DATASET ?= mini
 ARGS    ?=
 REGRESS ?= mini
 
-.PHONY: install test check lint sweep sweep-list run regress bench clean-artifacts
+SHELL   := /bin/bash
+
+.PHONY: install lock upgrade test check lint sweep sweep-list run regress bench clean-artifacts
 
 install: $(STAMP)
 
-# torch first and pinned: it is a CPU build on this machine's disk; letting pyserini's
-# dependencies resolve torch would pull a CUDA build of several GB.
-$(STAMP): pyproject.toml
-	python3 -m venv .venv
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e '.[dev]'
+# requirements.lock names every distribution, each at one version: the install is the same on
+# every machine and every day, and artifact keys (which follow the versions of the libraries that
+# compute them) move only when someone runs `make upgrade`. A stale .venv is made anew, so nothing
+# the lock does not name stays installed.
+# torch first, from the lock (a CPU build on this machine's disk): resolved by pip alongside
+# pyserini's dependencies it would pull a CUDA build of several GB. TORCH='torch==2.13.0 --index-url
+# …' installs a CUDA build on purpose (docs/development.md, "A GPU").
+LOCK    := requirements.lock
+TORCH   ?= $(shell grep '^torch==' $(LOCK))
+$(STAMP): pyproject.toml $(LOCK)
+	python3 -m venv --clear .venv
+	$(PIP) install -q $(TORCH)
+	grep -v '^torch==' $(LOCK) > .venv/lock-without-torch.txt
+	$(PIP) install -q --no-deps -r .venv/lock-without-torch.txt
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+	$(PY) -m harness.lock check
 	touch $(STAMP)
+
+# The lock from pyproject.toml (every extra) and requirements/holds.txt (versions held on
+# purpose, each with its reason). `make lock` keeps every pin it can and adds what pyproject
+# gained; `make upgrade` moves everything to the newest release (PACKAGES='transformers faiss-cpu'
+# moves only those), then reinstalls, rewrites the default sweep's keys file and prints what moved
+# and which artifact kinds re-key: the commit message's lines (docs/development.md, "Dependencies").
+WHEELS  ?= /opt/wheels
+UV_COMPILE = $(PY) -m uv pip compile pyproject.toml --all-extras -c requirements/holds.txt \
+	--python-version 3.11 --python-platform x86_64-manylinux_2_28 --quiet \
+	$(if $(wildcard $(WHEELS)),--find-links $(WHEELS)) -o $(LOCK)
+PACKAGES ?=
+
+# uv alone, at the lock's version: lock and upgrade work while pyproject and the lock disagree.
+.venv/bin/python:
+	python3 -m venv .venv
+
+lock: | .venv/bin/python
+	$(PIP) install -q $$(grep '^uv==' $(LOCK))
+	$(UV_COMPILE)
+	$(PY) -m harness.lock diff <(git show HEAD:$(LOCK)) $(LOCK)
+
+upgrade: | .venv/bin/python
+	$(PIP) install -q $$(grep '^uv==' $(LOCK))
+	cp $(LOCK) .venv/lock-before-upgrade.txt
+	$(UV_COMPILE) $(if $(PACKAGES),$(addprefix --upgrade-package ,$(PACKAGES)),--upgrade)
+	$(MAKE) install
+	HARNESS_UPDATE_KEYS=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_architecture.py -k default_sweep
+	$(PY) -m harness.lock diff .venv/lock-before-upgrade.txt $(LOCK)
 
 # Lint, format and types: the gate both tiers start with.
 lint: $(STAMP)
+	$(PY) -m harness.lock check
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
@@ -59,10 +99,9 @@ run: $(STAMP)
 regress: $(STAMP)
 	$(PY) -m harness.regress $(REGRESS) $(ARGS)
 
-# bm25s (an extra of pyproject.toml) is the second anchor of bench/dapfam_scale.py. The benchmarks'
-# real data is checked first: cacm-xdom's numbers must be docs/beyond-the-paper.md's.
+# bm25s (pyproject's bench extra, in the lock) is the second anchor of bench/dapfam_scale.py. The
+# benchmarks' real data is checked first: cacm-xdom's numbers must be docs/beyond-the-paper.md's.
 bench: $(STAMP)
-	$(PIP) install -q -e '.[dev,bench]'
 	$(PY) -m harness.regress cacm-xdom cacm-xdom-coded
 	$(PY) bench/run_all.py
 

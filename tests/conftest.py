@@ -59,6 +59,14 @@ def make_cfg(root: Path, *overrides: str, tiny: bool = True):
         return compose("config", overrides=[f"root={root}", *(tiny_overrides() if tiny else []), *overrides])
 
 
+def pytest_report_header(config):
+    """An environment that is not the lock's, named on the first line a test run prints: the key
+    and score tests that fail on it then read as a stale .venv, not a broken project."""
+    from harness import lock
+
+    return lock.stale_message() or f"environment: every distribution at {lock.LOCK.name}'s version"
+
+
 def pytest_collection_modifyitems(config, items):
     """The ``long`` tests first, then the rest of the slow tier, then the fast one, each in file
     order. Under ``make test`` each worker takes the next test when it is done
