@@ -30,6 +30,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(PIP) install -q --no-deps -r .venv/lock-without-torch.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	$(PY) -m harness.lock check
+	$(PY) -m harness.models install
 	touch $(STAMP)
 
 # The lock from pyproject.toml (every extra) and requirements/holds.txt (versions held on
@@ -38,7 +39,7 @@ $(STAMP): pyproject.toml $(LOCK)
 # moves only those), then reinstalls, rewrites the default sweep's keys file and prints what moved
 # and which artifact kinds re-key: the commit message's lines (docs/development.md, "Dependencies").
 WHEELS  ?= /opt/wheels
-UV_COMPILE = $(PY) -m uv pip compile pyproject.toml --all-extras -c requirements/holds.txt \
+UV_COMPILE = $(PY) -m uv pip compile pyproject.toml --all-extras -c requirements/holds.txt --override requirements/overrides.txt \
 	--python-version 3.11 --python-platform x86_64-manylinux_2_28 --quiet \
 	$(if $(wildcard $(WHEELS)),--find-links $(WHEELS)) -o $(LOCK)
 PACKAGES ?=

@@ -77,6 +77,7 @@ class Pooling(StrEnum):
 
 
 class DType(StrEnum):
+    auto = "auto"  # bfloat16 where the device computes it natively, else float32 (harness.backends.dense)
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
@@ -186,7 +187,7 @@ class EncoderConf:
     doc_prefix: str = ""
     batch_size: int = 64
     device: str = "auto"
-    dtype: DType = DType.float32
+    dtype: DType = DType.auto
     trust_remote_code: bool = False
 
 

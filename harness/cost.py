@@ -34,7 +34,7 @@ import pandas as pd
 from . import data, passages, stage
 from .aggregate import aggregate
 from .backends import bm25, get
-from .backends.dense import make_encoder, resolve_model
+from .backends.dense import make_encoder, resolve_dtype, resolve_model
 from .config import compose
 from .data import schema as S
 from .data import synthetic
@@ -128,7 +128,7 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True) -
     host = f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}"
     e = cfg.encoder
     bm25_key = f"{host}|bm25|index.threads={cfg.index.threads}|search.threads={cfg.search.threads}"
-    enc_key = f"{host}|encoder|{e.model}|{e.max_length}|{e.dtype}"
+    enc_key = f"{host}|encoder|{e.model}|{e.max_length}|{resolve_dtype(str(e.dtype), str(e.device))[0]}"
     known = _read(cache)
     points = list(known.get(bm25_key, []))
     threads = (int(cfg.index.threads), int(cfg.search.threads))

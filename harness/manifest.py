@@ -18,6 +18,7 @@ from omegaconf import OmegaConf
 from . import stage
 from .artifact import stable_hash
 from .files import file_checksum
+from .models import SPLIT_MODELS
 
 PACKAGES = (
     "pyserini",
@@ -65,6 +66,11 @@ def model_info(cfg) -> dict:
             info["package_version"] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             pass
+    if model.startswith("parts:"):
+        spec = SPLIT_MODELS.get(model.split(":", 1)[1])
+        if spec is not None:
+            info["weights_sha256"] = spec.weights_sha256
+            info["package_version"] = ", ".join(f"{p.dist}=={metadata.version(p.dist)}" for p in spec.parts)
     return info
 
 

@@ -76,6 +76,8 @@ def main(cfg: DictConfig) -> float:
         f"index {row['index_seconds']:.1f}s  encode {row['encode_seconds']:.1f}s  "
         f"search {row['search_seconds']:.2f}s ({1000 * row['seconds_per_query']:.1f} ms/query)"
     )
+    if row.get("encoder_dtype"):
+        print(f"encoder {row['encoder_dtype']} ({row['encoder_dtype_reason']})")
     return row.get(f"{metrics[0]}/ALL", 0.0)  # for Hydra sweepers that optimise
 
 

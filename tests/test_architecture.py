@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, make_cfg
 
 from harness import lock, stage
+from harness.backends import dense
 
 HARNESS = ROOT / "harness"
 
@@ -370,6 +371,8 @@ def test_the_default_sweeps_artifact_keys_are_what_they_were(tmp_path, monkeypat
     if stale:  # keys follow the installed versions: an old .venv is not a broken project
         pytest.fail(stale, pytrace=False)
     monkeypatch.setenv("HARNESS_ROOT", str(tmp_path))
+    # encoder.dtype=auto keys what runs: the recorded keys are a float32 machine's, on any machine
+    monkeypatch.setattr(dense, "_NATIVE", {"cpu": (False, "simulated"), "cuda:0": (False, "simulated")})
     got = _default_sweep_keys(tmp_path)
     if os.environ.get("HARNESS_UPDATE_KEYS") == "1":
         KEYS.parent.mkdir(exist_ok=True)

