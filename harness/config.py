@@ -81,6 +81,7 @@ class DType(StrEnum):
     float32 = "float32"
     float16 = "float16"
     bfloat16 = "bfloat16"
+    int8 = "int8"  # dynamic int8 on the Linear layers (torch.ao), CPU only; never chosen by auto
 
 
 class Quantization(StrEnum):
@@ -672,6 +673,7 @@ def unselected_group_keys(overrides: list[str]) -> str | None:
 def _groups() -> dict:
     """Optional config groups a fused run may name by file, and their schema."""
     return {
+        "encoder": EncoderConf,  # an encoder ensemble: each dense run names its encoder (conf/encoder/)
         "prf": PRFConf,
         "dense_prf": DensePRFConf,
         "query_reduction": QueryReductionConf,

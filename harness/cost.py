@@ -112,7 +112,7 @@ POINT_LENGTH = 512  # words per passage of the BM25 points (as bench/dapfam_scal
 QUERY_CHARS = 6_000  # TAC-length queries (title + abstract + claims)
 
 
-def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True) -> dict:
+def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True, encoders: list | None = None) -> dict:
     """Throughputs of this machine, cached in ``<root>/indexes/calibration.json``.
 
     BM25 stages are measured as *points* (one synthetic corpus each, :mod:`harness.data.synthetic`)
@@ -123,12 +123,13 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True) -
     than ``REACH`` times the largest point, two more points, at a 32nd and an eighth of it, are
     measured once and cached, so no line is extrapolated far past what was measured and the slope
     beyond the last point is measured near it. The encoder is timed per model, length and dtype,
-    unless ``encoder`` is False (a plan with no dense stage: nothing to load a model for)."""
+    unless ``encoder`` is False (a plan with no dense stage: nothing to load a model for): each of
+    ``encoders`` (encoder configs; default the experiment's) once, under ``encoders`` by
+    :func:`encoder_id`, the first also at the top level."""
     cache = Path(root) / "indexes" / "calibration.json"
     host = f"v{CALIBRATION}|{platform.node()}|{os.cpu_count()}"
     e = cfg.encoder
     bm25_key = f"{host}|bm25|index.threads={cfg.index.threads}|search.threads={cfg.search.threads}"
-    enc_key = f"{host}|encoder|{e.model}|{e.max_length}|{resolve_dtype(str(e.dtype), str(e.device))[0]}"
     known = _read(cache)
     points = list(known.get(bm25_key, []))
     threads = (int(cfg.index.threads), int(cfg.search.threads))
@@ -151,11 +152,51 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True) -
     points.sort(key=lambda p: p["chars"])
     runs_key = f"{host}|runs"
     runs: dict = known[runs_key] if "score_s_per_query" in known.get(runs_key, {}) else _calibrate_runs()
-    if encoder and enc_key not in known:
-        log.info("calibrating the encoder on this machine (cached in %s)", cache)
-    timed = known.get(enc_key) or (_calibrate_encoder(e) if encoder else {})
-    _write(cache, {**_read(cache), bm25_key: points, runs_key: runs, **({enc_key: timed} if timed else {})})
-    return {"bm25_points": points, **timed, **runs}
+    timed: dict[str, dict] = {}
+    for conf in (encoders or [e]) if encoder else []:
+        ident = encoder_id(conf)
+        enc_key = f"{host}|encoder|{ident}"
+        if enc_key not in known:
+            log.info("calibrating the encoder %s on this machine (cached in %s)", ident, cache)
+        timed[ident] = known.get(enc_key) or _calibrate_encoder(conf)
+    _write(
+        cache,
+        {**_read(cache), bm25_key: points, runs_key: runs, **{f"{host}|encoder|{i}": t for i, t in timed.items()}},
+    )
+    first = next(iter(timed.values()), {})
+    return {"bm25_points": points, **first, **runs, "encoders": timed}
+
+
+def encoder_id(e) -> str:
+    """What an encoder's speed depends on: model, length and the dtype that runs (an encoder
+    config, or an embeddings artifact's params)."""
+    dtype = e["dtype"] if isinstance(e, dict) else resolve_dtype(str(e.dtype), str(e.device))[0]
+    return f"{e['model']}|{int(e['max_length'])}|{dtype}"
+
+
+def encoder_label(ident: str) -> str:
+    model, length, dtype = ident.rsplit("|", 2)
+    return f"{model.split(':', 1)[-1].rstrip('/').split('/')[-1]} {dtype} ({length} tokens)"
+
+
+def _encoder_params(n) -> dict | None:
+    """The encoder params of the embeddings a node reads (itself, or the nearest ancestor)."""
+    todo = [n]
+    while todo:
+        x = todo.pop(0)
+        if "model" in x.params and "dtype" in x.params:
+            return x.params
+        todo.extend(x.parents)
+    return None
+
+
+def _encoder_timing(c: dict, n) -> tuple[dict, int | None]:
+    """The calibration of the encoder node ``n`` uses (the experiment's when it was not timed),
+    and that encoder's max length."""
+    p = _encoder_params(n)
+    if p is None:
+        return c, None
+    return c.get("encoders", {}).get(encoder_id(p), c), int(p["max_length"])
 
 
 def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
@@ -327,24 +368,35 @@ def seq_seconds(c: dict, length: float, gpu: float = 1.0) -> float:
     return (c["encode_a"] * length + c["encode_b"] * length**2) / gpu
 
 
-def unit_shape(units, size: dict, c: dict, cfg) -> tuple[float, float]:
-    """(number of units, tokens per unit) of a units artifact, from the view's size."""
+def unit_shape(units, size: dict, c: dict, cfg, max_length: int | None = None) -> tuple[float, float]:
+    """(number of units, tokens per unit) of a units artifact, from the view's size, for an encoder
+    of ``max_length`` tokens (default the experiment's)."""
     p, fam = units.params, max(1, size["families"])
+    max_length = int(max_length or cfg.encoder.max_length)
     tokens = view_chars(size, p["view"]) / c["chars_per_token"]
     if p["granularity"] == "document":
-        return fam, min(tokens / fam, cfg.encoder.max_length)
+        return fam, min(tokens / fam, max_length)
     if p["tokenizer"] == "encoder":
-        window = min(p["length"], cfg.encoder.max_length - 2)
+        window = min(p["length"], max_length - 2)
         return tokens / min(p["stride"], window) + fam / 2, window
     words = view_chars(size, p["view"]) / 6.0  # about 6 characters a word, its space included
-    return words / p["stride"] + fam / 2, min(p["length"] * 6.0 / c["chars_per_token"], cfg.encoder.max_length)
+    return words / p["stride"] + fam / 2, min(p["length"] * 6.0 / c["chars_per_token"], max_length)
 
 
 def estimate(
-    nodes, missing: set, size: dict, c: dict, cfg, gpu: float = 1.0, reach: dict | None = None
+    nodes,
+    missing: set,
+    size: dict,
+    c: dict,
+    cfg,
+    gpu: float = 1.0,
+    reach: dict | None = None,
+    by_encoder: dict | None = None,
 ) -> defaultdict[str, float]:
     """Predicted seconds per artifact kind for the nodes whose keys are in ``missing``. ``reach``
-    (optional) gets, per kind, the largest index (characters) or sequence (tokens) it predicts for."""
+    (optional) gets, per kind, the largest index (characters) or sequence (tokens) it predicts for;
+    ``by_encoder`` (optional) the encoding seconds per :func:`encoder_id`, each priced by its own
+    calibration."""
     out: defaultdict[str, float] = defaultdict(float)  # a missing kind reads as 0 s
     reach = {} if reach is None else reach
     points = c["bm25_points"]
@@ -379,9 +431,14 @@ def estimate(
             if p.get("shards", 1) > 1 and "shard" not in p:  # the merge: the shards' vectors concatenated
                 out[n.kind] += 0.1
                 continue
-            count, length = unit_shape(_units_node(n), size, c, cfg)
+            ce, max_length = _encoder_timing(c, n)
+            count, length = unit_shape(_units_node(n), size, c, cfg, max_length)
             share = 1.0 / p["shards"] if "shard" in p else 1.0  # a shard encodes its share, loading the model itself
-            out[n.kind] += share * count * seq_seconds(c, length + 2, gpu) + c["model_load_s"]
+            seconds = share * count * seq_seconds(ce, length + 2, gpu) + ce["model_load_s"]
+            out[n.kind] += seconds
+            if by_encoder is not None:
+                ident = encoder_id(_encoder_params(n) or {})
+                by_encoder[ident] = by_encoder.get(ident, 0.0) + seconds
             reached(n.kind, length + 2)
         elif model == "flat_index":
             out[n.kind] += 0.05
@@ -393,10 +450,11 @@ def estimate(
                 terms = max(1, nq) * distinct_terms(q_chars / max(1, nq) / 6.0)
                 out[n.kind] += terms * at(points, "search_s_per_term", chars) + at(points, "search_fixed_s", chars)
             else:
-                count, _ = unit_shape(_units_node(n), size, c, cfg)
-                q_len = min(q_chars / max(1, nq) / c["chars_per_token"], cfg.encoder.max_length)
+                ce, max_length = _encoder_timing(c, n)
+                count, _ = unit_shape(_units_node(n), size, c, cfg, max_length)
+                q_len = min(q_chars / max(1, nq) / c["chars_per_token"], max_length or cfg.encoder.max_length)
                 out[n.kind] += (
-                    nq * seq_seconds(c, q_len + 2, gpu) + c["model_load_s"] + nq * count * 384 * c["flat_s_per_mac"]
+                    nq * seq_seconds(ce, q_len + 2, gpu) + ce["model_load_s"] + nq * count * 384 * ce["flat_s_per_mac"]
                 )
         elif model == "aggregation":
             out[n.kind] += 0.1 + c["run_s_per_row"] * nq * _depth(n)
@@ -482,12 +540,20 @@ def calibration_ranges(c: dict, reach: dict) -> list[str]:
 
 def report(nodes, missing: set, size: dict, c: dict, cfg, gpu_speedup: float) -> str:
     reach: dict = {}
-    cpu, gpu = estimate(nodes, missing, size, c, cfg, reach=reach), estimate(nodes, missing, size, c, cfg, gpu_speedup)
+    enc_cpu: dict = {}
+    enc_gpu: dict = {}
+    cpu = estimate(nodes, missing, size, c, cfg, reach=reach, by_encoder=enc_cpu)
+    gpu = estimate(nodes, missing, size, c, cfg, gpu_speedup, by_encoder=enc_gpu)
     lines = [
         f"  predicted time of what is not cached (this machine's throughputs; GPU: encoder x{gpu_speedup:g}, assumed):"
     ]
     for kind in sorted(cpu, key=lambda k: -cpu[k]):
         lines.append(f"    {kind:12s} CPU {_fmt(cpu[kind]):>9s}   GPU {_fmt(gpu[kind]):>9s}")
+        if kind == stage.EMBEDDINGS and enc_cpu:  # each encoder x dtype the plan builds, priced by its own timing
+            for ident in sorted(enc_cpu, key=lambda i: -enc_cpu[i]):
+                lines.append(
+                    f"      {encoder_label(ident):34s} CPU {_fmt(enc_cpu[ident]):>9s}   GPU {_fmt(enc_gpu[ident]):>9s}"
+                )
     for kind, (k, each, wall) in shard_walls(nodes, missing, size, c, cfg).items():
         lines.append(
             f"    {kind}: {k} shards, {_fmt(each)} each on CPU: {_fmt(wall)} of wall time with a worker per shard "

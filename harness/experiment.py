@@ -241,12 +241,15 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
     meta = exp.store.meta(scores)
     name = tag(run)
     identifying = [f for n in stage.chain(run) for f in exp.store.meta(n).get("identifying", [])]
+    # what a model trained on other judgments shares with these (harness.leakage), where one was
+    audit: dict = next((m["leakage"] for m in map(exp.store.meta, stage.chain(run)) if "leakage" in m), {})
     return {
         "experiment": cfg.get("name") or name,
         "dataset": dataset.name,
         **columns(run),
         # families the identity check flagged and ltr.allow_identifying let through (harness.ltr)
         "ltr_identifying": ",".join(identifying) or None,
+        **audit,
         "tag": name,
         "metrics": exp.metrics,
         **meta["means"],

@@ -80,9 +80,16 @@ class NotAnMtebTask(ValueError):
     which and the fix."""
 
 
-def task_names(cfg: dict) -> dict[str, str]:
-    """Subset -> MTEB task name of a row's config; refuses a row that is none of MTEB's tasks."""
+def task_names(cfg: dict, dtype: str | None = None) -> dict[str, str]:
+    """Subset -> MTEB task name of a row's config; refuses a row that is none of MTEB's tasks.
+    ``dtype``: the dtype the row's encoder ran in (the row's ``encoder_dtype``; ``encoder.dtype=auto``
+    resolves per machine), which must be MTEB's float32."""
     problems = []
+    dtype = dtype or str((cfg.get("encoder") or {}).get("dtype") or "float32")
+    if cfg.get("backend") == "dense" and dtype != "float32":
+        problems.append(
+            f"the encoder ran in {dtype} (MTEB's evaluator encodes in float32: rerun with encoder.dtype=float32)"
+        )
     if cfg.get("granularity") != "document":
         problems.append(f"granularity={cfg.get('granularity')} (MTEB's tasks rank documents: granularity=document)")
     if cfg.get("backend") != "dense" or cfg.get("fusion") is not None:
@@ -191,7 +198,7 @@ def export_row(row: dict, results: Path, out: Path, ds=None) -> list[Path]:
     """The MTEB result files of one results row (one per subset). ``ds``: the row's dataset, when
     the caller has it loaded."""
     cfg = row["config"]
-    tasks = task_names(cfg)
+    tasks = task_names(cfg, row.get("encoder_dtype"))
     if ds is None:
         ds = data.load(OmegaConf.create(cfg["dataset"]), Path(results).resolve().parent.parent)
     check_self_hits(ds)

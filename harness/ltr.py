@@ -83,7 +83,7 @@ import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from . import data, env, ipc, stage
+from . import data, env, ipc, leakage, stage
 from .aggregate import families
 from .artifact import Artifact
 from .data import schema as S
@@ -747,6 +747,16 @@ def read_prior(path: str | Path, scored_queries) -> tuple[dict, str]:
     return cites, hashlib.sha256(p.read_bytes()).hexdigest()[:16]
 
 
+def audit_prior(path: str, ctx: Context) -> None:
+    """``ltr.prior`` from a DAPFAM-format folder: the leakage audit by content against the scored
+    judgments (a bare qrels file has ids only, which :func:`read_prior` compares)."""
+    folder = Path(path)
+    if not (folder.is_dir() and (folder / "queries.parquet").exists() and (folder / "corpus.parquet").exists()):
+        return
+    cfg = train_dataset_config(str(folder), ctx.cfg.dataset)
+    leakage.check(leakage.audit(judged(data.load(cfg, ctx.store.root)), judged(ctx.ds)), f"ltr.prior={path}")
+
+
 # ----------------------------------------------------------------------------- stages
 class IdentifyingFeature(Exception):
     """A feature family the identity check flags and ``ltr.allow_identifying`` does not name."""
@@ -940,6 +950,7 @@ def node(ctx: Context, inputs: list[Artifact]) -> Artifact:
     prior = None
     if t.get("prior"):
         prior, params["prior"] = read_prior(t.prior, ctx.ds.query_ids)
+        audit_prior(str(t.prior), ctx)
     ident = identity_node(ctx, feats, params, prior)
     identity = None
     if not ctx.plan:
@@ -981,6 +992,12 @@ def train_dataset_config(train: str, like) -> DictConfig:
     return OmegaConf.create({"type": "local", "path": str(train), **opts})
 
 
+def judged(ds) -> leakage.Judged:
+    """A dataset's judgments as the leakage audit reads them: TA texts of queries and documents."""
+    pos = ds.positives.rename(columns={S.DOC_ID: "doc_id"})[[S.QUERY_ID, "doc_id"]]
+    return leakage.Judged(V.query_texts(ds.queries, "TA"), dict(V.target_texts(ds.corpus, "TA")), pos)
+
+
 def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | None:
     """``ltr.train``: the same experiment's runs on the training dataset, one model learned from
     all of its judgments, applied to this dataset's candidates (whose judgments it never reads).
@@ -997,15 +1014,10 @@ def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | Non
     if ds_a.qrels_digest == ctx.ds.qrels_digest and ds_a.topics_fingerprint == ctx.ds.topics_fingerprint:
         log.info("ltr.train=%s is the dataset being scored: cross-fitting over its queries instead", train)
         return None
-    text_a, text_b = V.query_texts(ds_a.queries, "TA"), V.query_texts(ctx.ds.queries, "TA")
-    judged_a = set(ds_a.positives["query_id"])
-    shared = sorted(q for q in text_b if q in judged_a and text_a.get(q) == text_b[q])  # the same query, judged in A
-    if shared:
-        raise IdentifyingFeature(
-            f"ltr.train={train}: its judgments cover {len(shared)} of the queries scored here (e.g. {shared[0]}): "
-            f"a model trained on them has seen the labels it is scored on. Fix: train on other queries (python -m "
-            f"harness.data.split makes two halves), or drop ltr.train to cross-fit over this dataset's queries."
-        )
+    # By content, not ids: the same patents under another source's ids, and pairs read backwards
+    found = leakage.audit(judged(ds_a), judged(ctx.ds))
+    leakage.check(found, f"ltr.train={train}")
+    log.info("ltr.train=%s: leakage audit: %s", train, found.summary())
     feats_a = features_node(ctx_a, ctx_a.candidate_runs())
     # The run's lineage (manifest, gc) holds the training dataset's artifacts; its timings do not.
     ctx.elsewhere.update(n.key for n in ctx_a.nodes if n not in ctx.nodes)
@@ -1035,7 +1047,7 @@ def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | Non
     model_dir, features_dir = ctx.store.path(model), ctx.store.path(feats)
     return ctx.ensure(
         art,
-        lambda tmp: build_transferred(tmp, art, model_dir, features_dir, train),
+        lambda tmp: {**build_transferred(tmp, art, model_dir, features_dir, train), "leakage": found.columns()},
         f"learned run (LambdaRank trained on {train})",
     )
 

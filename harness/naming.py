@@ -107,7 +107,8 @@ def columns(run: Artifact) -> dict:
     u, r, f = p[stage.UNITS], p[stage.UNIT_RUN], p[stage.FAMILY_RUN]
     runs = [lineage(x)[stage.UNIT_RUN] for x in inputs]
     bm25 = next((x for x in runs if x["backend"] == "bm25"), {})
-    emb = next((e for x in inputs if (e := lineage(x).get(stage.EMBEDDINGS)) is not None), None)
+    # every encoder of the inputs, in order, once each: an encoder ensemble names them all
+    encoders = dict.fromkeys(e["model"] for x in inputs if (e := lineage(x).get(stage.EMBEDDINGS)) is not None)
     passage = u["granularity"] == "passage"
     out = {
         "query_fields": r["query_view"],
@@ -119,7 +120,7 @@ def columns(run: Artifact) -> dict:
         "backend": "+".join(x["backend"] for x in runs),
         "bm25_k1": bm25.get("k1"),
         "bm25_b": bm25.get("b"),
-        "encoder": emb["model"] if emb else None,
+        "encoder": "+".join(encoders) or None,
         "query_views": "+".join(x["query_view"] for x in runs),
         "prf": "+".join(dict.fromkeys(str(prf_label(x)) for x in runs if x.get("prf"))) or None,
         "query_reduction": "+".join(

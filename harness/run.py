@@ -25,6 +25,7 @@ from .data.schema import DataError
 from .env import JavaError
 from .evaluate import measure_names
 from .experiment import run_experiment
+from .leakage import Leakage
 from .ltr import IdentifyingFeature
 from .results import add_row, format_scores
 from .runs import RunFormatError
@@ -57,6 +58,7 @@ def user_errors() -> tuple:
         JavaError,
         SearchError,
         IdentifyingFeature,
+        Leakage,
         ShardError,
         FileNotFoundError,
     )

@@ -219,10 +219,24 @@ def cost_estimate(nodes, info, datasets) -> str:
             cfg,
             cost.bm25_reach(nodes, missing, size),
             encoder=any(stage.get(n.kind).cost == "encoding" or n.params.get("backend") == "dense" for n in nodes),
+            encoders=encoders_of(nodes, cfg),
         ),
         "chars_per_token": size["chars_per_token"],
     }
     return cost.report(nodes, missing, size, calibration, cfg, float(cfg.cost.gpu_speedup))
+
+
+def encoders_of(nodes, cfg) -> list:
+    """One encoder config per encoder x dtype the plan's embeddings use (an ensemble's, a sweep's
+    grid over encoders), so each is timed and priced on its own: the experiment's config with the
+    embeddings' model, length, pooling and dtype."""
+    out: dict[str, Any] = {}
+    for n in nodes:
+        if n.kind == stage.EMBEDDINGS:
+            keep = ("model", "revision", "pooling", "normalize", "max_length", "dtype")
+            conf = OmegaConf.merge(cfg.encoder, {k: n.params[k] for k in keep if k in n.params})
+            out.setdefault(cost.encoder_id(conf), conf)
+    return list(out.values()) or [cfg.encoder]
 
 
 def run_basic(scores: dict, datasets: DatasetCache, screen: console.Console | None = None) -> list[str]:

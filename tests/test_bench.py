@@ -29,7 +29,7 @@ def test_each_benchmark_prints_its_lines_in_quick_mode(bench, tmp_path):
         timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE", "TIME"))]
+    lines = [line for line in r.stdout.splitlines() if line.startswith(("RATIO", "ESTIMATE", "TIME", "SCALE"))]
     assert [o for o in owed if not any(line.startswith(o) for line in lines)] == [], r.stdout[-3000:]
     assert not (ROOT / "bench" / "indexes").exists()  # nothing written next to the scripts
 

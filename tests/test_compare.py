@@ -74,7 +74,11 @@ def test_cacm_dense_vs_bm25_holm_pvalues_match_scipy(tmp_path, capsys):
     # (the same exact top k, the same tie-break), and 100 is a fraction of the search and scoring.
     base.append("search.depth=100")
     rows = {
-        exp: execute(make_cfg(tmp_path, f"+experiment={exp}", *base, "encoder.max_length=32", tiny=False))
+        exp: execute(
+            make_cfg(
+                tmp_path, f"+experiment={exp}", *base, "encoder.max_length=32", "encoder.dtype=float32", tiny=False
+            )
+        )
         for exp in ("doc_bm25", "doc_dense")
     }
     assert (

@@ -90,3 +90,35 @@ def test_the_listing_names_each_lines_calibrated_range():
     lines = "\n".join(cost.calibration_ranges(c, reach))
     assert "calibrated on 1.0 MB-40 MB" in lines and "reaches 200 MB: extrapolated 5.0x past it" in lines
     assert cost.bm25_reach([units, plain], {plain.key}, size) == 2e8
+
+
+def test_each_encoder_and_dtype_is_priced_by_its_own_timing():
+    """An ensemble (or a grid over encoders) builds embeddings with two encoders: each is priced
+    by its own calibration, and the listing prints one line per encoder x dtype."""
+    units = Artifact("units", {"view": "TA", "granularity": "document", "tokenizer": "encoder"}, ())
+
+    def emb(model, dtype):
+        params = {"model": model, "revision": None, "pooling": "mean", "normalize": True, "max_length": 256}
+        return Artifact("embeddings", {**params, "dtype": dtype}, (units,))
+
+    fast, slow = emb("package:small", "bfloat16"), emb("parts:big", "float32")
+    timing = {"model_load_s": 1.0, "encode_b": 0.0, "flat_s_per_mac": 0.0}
+    c = {
+        "bm25_points": _points(),
+        "chars_per_token": 4.0,
+        **timing,
+        "encode_a": 1e-3,
+        "encoders": {
+            "package:small|256|bfloat16": {**timing, "encode_a": 1e-3},
+            "parts:big|256|float32": {**timing, "encode_a": 5e-3},
+        },
+    }
+    size = {"chars": {"title": 1000 * 40, "abstract": 1000 * 360}, "queries": 0, "families": 1000}  # 100 tokens each
+    by = {}
+    e = cost.estimate([fast, slow], {fast.key, slow.key}, size, c, None, by_encoder=by)
+    # 1,000 documents of 100 tokens (+2 special) at a seconds per token, plus the model's load
+    assert by["package:small|256|bfloat16"] == pytest.approx(1000 * 102 * 1e-3 + 1.0)
+    assert by["parts:big|256|float32"] == pytest.approx(1000 * 102 * 5e-3 + 1.0)
+    assert e["embeddings"] == pytest.approx(sum(by.values()))
+    lines = cost.report([fast, slow], {fast.key, slow.key}, size, c, None, 2.0)
+    assert "big float32 (256 tokens)" in lines and "small bfloat16 (256 tokens)" in lines

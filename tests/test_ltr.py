@@ -10,6 +10,7 @@ from conftest import SHARED_CACM_CODED
 
 from harness import ipc, ltr
 from harness.config import ConfigError
+from harness.leakage import Leakage
 from harness.run import execute
 from harness.runs import read_trec
 
@@ -411,6 +412,8 @@ def test_transfer_never_reads_the_scored_judgments(cfg_factory, tiny_folder, tmp
     b = ("dataset=local", f"dataset.path={tiny_folder}")
     row = execute(cfg_factory(*args, *b, f"ltr.train={other}", tiny=False))
     assert "-trother." in row["tag"] and row["ltr"].endswith(",train=other)")
+    assert row["leakage_same_pairs"] == row["leakage_reversed_pairs"] == row["leakage_shared_queries"] == 0
+    assert 0 <= row["leakage_shared_positive_share"] <= 1  # the audit's report, in the row
     qrels = pd.read_parquet(tiny_folder / "qrels_all.parquet")
     ids = sorted(qrels["relevant_id"].unique())  # other documents judged relevant, one per pair
     qrels["relevant_id"] = qrels["relevant_id"].map(dict(zip(ids, np.random.default_rng(0).permutation(ids))))
@@ -488,7 +491,9 @@ def test_training_on_the_scored_dataset_cross_fits_and_on_its_queries_is_refused
     from harness.data.split import split
 
     half, _ = split(tiny_folder, tmp_path / "halves", 0.5, seed=1)  # half of the scored queries
-    with pytest.raises(ltr.IdentifyingFeature, match=r"judgments cover \d+ of the queries scored here.*split"):
+    with pytest.raises(
+        Leakage, match=r"ltr.train=.*leakage audit: .* [1-9]\d* scored queries that are training queries.*split"
+    ):
         execute(cfg_factory(*args, *here, f"ltr.train={half}", tiny=False))
 
 

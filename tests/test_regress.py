@@ -139,3 +139,25 @@ def test_the_report_shows_checked_rows_and_published_points(tmp_path, monkeypatc
     html = in_out_figure(frame, "nDCG@100", pts)
     assert "published, not run" in html and "sys-a (A paper, Table 1)" in html
     assert "published, not run" not in in_out_figure(frame, "nDCG@100")
+
+
+CODED = ROOT.parent / "shared" / "data" / "cacm-xdom-coded"
+
+
+@pytest.mark.slow
+@pytest.mark.long
+@pytest.mark.skipif(not CODED.exists(), reason="../shared/data/cacm-xdom-coded is not here")
+def test_the_dtype_regression_says_ok_for_minilm_on_cacm_xdom_coded(tmp_path, monkeypatch, capsys):
+    """regressions/cacm-xdom-coded-dtypes.yaml's MiniLM conditions on the real folder: float32 at
+    its values and bfloat16 held to float32's, every value OK or OK*. (The mpnet and int8
+    conditions run in `make bench`: each mpnet encoding of the folder is minutes of CPU.)"""
+    spec = yaml.safe_load((regress.FOLDER / "cacm-xdom-coded-dtypes.yaml").read_text())
+    spec["conditions"] = {k: v for k, v in spec["conditions"].items() if k in ("minilm-float32", "minilm-bfloat16")}
+    spec["dataset"] = ["dataset=local", f"dataset.path={CODED}"]
+    assert spec["conditions"]["minilm-bfloat16"]["scores"] == spec["conditions"]["minilm-float32"]["scores"]
+    copy = tmp_path / "dtypes.yaml"
+    copy.write_text(yaml.safe_dump(spec, sort_keys=False))
+    monkeypatch.setenv("HARNESS_ROOT", str(tmp_path / "store"))
+    assert regress.main([str(copy)]) == 0
+    out = capsys.readouterr().out
+    assert not _lines(out, "FAIL") and len(_lines(out, "OK")) + len(_lines(out, "OK*")) == 2 * (5 + 3), out
