@@ -103,7 +103,7 @@ regress: $(STAMP)
 # bm25s (pyproject's bench extra, in the lock) is the second anchor of bench/dapfam_scale.py. The
 # benchmarks' real data is checked first: cacm-xdom's numbers must be docs/beyond-the-paper.md's.
 bench: $(STAMP)
-	$(PY) -m harness.regress cacm-xdom cacm-xdom-coded
+	$(PY) -m harness.regress cacm-xdom cacm-xdom-coded cacm-xdom-coded-dtypes
 	$(PY) bench/run_all.py
 
 clean-artifacts:

@@ -96,7 +96,7 @@ from .folds import from_judgments, query_folds
 from .naming import inner_stem, tag
 from .results import find, scores_dir
 from .runs import read_trec, top_k, with_ranks, write_trec
-from .significance import holm, max_statistic_test
+from .significance import RESAMPLES, holm, max_statistic_test
 from .stage import Context, Stage, register
 from .store import default_results
 
@@ -675,6 +675,7 @@ def identity_check(
             entry["p"][s] = float(max_statistic_test(d[:, None], 0, seed)["p_max_statistic"]) if len(d) else 1.0
             tests.append((fam, s))
         out["families"][fam] = entry
+    out["smallest_p"] = smallest_holm_p(len(fold), len(tests))  # over ALL's queries: OUT's are fewer
     corrected = holm([out["families"][f]["p"][s] for f, s in tests])
     for (fam, s), p in zip(tests, corrected):
         out["families"][fam].setdefault("p_holm", {})[s] = float(p)
@@ -684,6 +685,15 @@ def identity_check(
         if e["identifying"]:
             out["identifying"].append(fam)
     return out
+
+
+def smallest_holm_p(queries: int, tests: int, resamples: int = RESAMPLES) -> float:
+    """The smallest Holm-corrected p-value ``tests`` one-sided sign-flip tests over ``queries``
+    queries can give: the best single p is 2**-queries (every sign pattern equally likely), or
+    1 / (resamples + 1), and Holm multiplies the smallest by the number of tests. When it is not
+    below :data:`ALPHA`, no family could be found identifying whatever it does: "ok" would say
+    nothing."""
+    return min(1.0, tests * max(0.5 ** max(queries, 0), 1.0 / (resamples + 1)))
 
 
 def format_identity(result: dict) -> list[str]:
@@ -698,7 +708,16 @@ def format_identity(result: dict) -> list[str]:
     r = result["real"]
     lines = []
     for fam, e in result["families"].items():
-        verdict = "IDENTIFYING: it tells documents apart" if e["identifying"] else "ok"
+        floor = result.get("smallest_p", 0.0)
+        if e["identifying"]:
+            verdict = "IDENTIFYING: it tells documents apart"
+        elif floor >= result["alpha"]:
+            verdict = (
+                f"INCONCLUSIVE: the smallest p-value these queries and tests can reach is {floor:.3g}, not below "
+                f"alpha: more queries (or fewer families) are needed before this can say ok"
+            )
+        else:
+            verdict = "ok"
         arms = ", ".join(f"{a} {e[a]['ALL']:.4f}/{e[a]['OUT']:.4f}" for a in ("permuted", "redrawn", "without"))
         lines.append(
             f"identity check: {fam}: held-out nDCG@100 ALL/OUT real {r['ALL']:.4f}/{r['OUT']:.4f}, {arms}; "

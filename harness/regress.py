@@ -20,7 +20,8 @@ the file or an override is wrong), saying which and why before anything runs; 0 
 
 A file with ``published:`` holds numbers a paper reports (the reference is the value) rather than
 numbers this harness computed; its tolerance says how close a reproduction must come, and a value
-the file leaves ``null`` is printed as not given, never as OK. Published points are drawn on a
+the file leaves ``null`` is printed as not given, never as OK; in a file of this harness's own
+systems a ``null`` is a value no run has measured yet, printed as not measured. Published points are drawn on a
 sweep's IN-vs-OUT plot when the sweep's rows are on that dataset (:func:`published_points`).
 
 What was checked is recorded under ``<root>/runs/regressions/NAME.json`` (scores key -> condition,
@@ -33,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,6 +58,9 @@ FOLDER = Path(__file__).resolve().parents[1] / "regressions"
 SUBSETS = ("ALL", "IN", "OUT")
 DECIMALS = 4  # the precision of the files' values: OK means equal at this precision
 COUNTS = ("units", "families", "queries")
+# A value a file leaves null: a paper's value the file does not have (published files), or a
+# value no run has measured yet (the file's own systems). Never OK.
+NOT_GIVEN, NOT_MEASURED = "not given", "not measured"
 
 
 class RegressionError(ValueError):
@@ -106,25 +111,80 @@ def names() -> list[str]:
     return sorted(p.stem for p in FOLDER.glob("*.yaml"))
 
 
+class _UniqueKeys(yaml.SafeLoader):
+    """YAML whose mappings refuse a key given twice (PyYAML keeps the last one silently: two
+    conditions of one name would leave only the second, and a failing one could vanish)."""
+
+
+def _mapping(loader, node, deep=False):
+    seen = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise RegressionError(
+                f"line {key_node.start_mark.line + 1}: duplicate key {key!r}. Fix: give each key once "
+                f"(rename one of the two)."
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+TOP_KEYS = {"description", "published", "dataset", "tolerance", "conditions"}
+CONDITION_KEYS = {"command", "counts", "scores"}
+# Measures whose values lie in [0, 1] (ir-measures' names): a score outside is a typo, not a number.
+UNIT_RANGE = ("nDCG", "R@", "R(", "P@", "P(", "AP", "RR", "Success", "Judged", "Bpref", "Rprec", "iprec", "ERR")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def load(path: Path) -> Regression:
-    """Read and check a regression file; errors name the file and the key."""
+    """Read and check a regression file in full, before anything runs: types, ranges (a score in
+    its measure's range, a finite tolerance >= 0, counts that are whole numbers), unknown and
+    duplicate keys. Each error is one line naming the file, the key and the fix."""
     try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        raw = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader)
+    except RegressionError as e:
+        raise RegressionError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
-        raise RegressionError(f"{path}: not YAML ({e}).") from None
+        raise RegressionError(f"{path}: not YAML ({' '.join(str(e).split())}).") from None
     if not isinstance(raw, dict) or not isinstance(raw.get("conditions"), dict) or not raw["conditions"]:
         raise RegressionError(
             f"{path}: no conditions. Fix: a mapping 'conditions: {{NAME: {{command: ..., scores: ...}}}}'."
         )
+    unknown = sorted(set(map(str, raw)) - TOP_KEYS)
+    if unknown:
+        raise RegressionError(f"{path}: unknown key {unknown[0]!r}. Fix: use only {sorted(TOP_KEYS)}.")
+    for key in ("description", "published"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise RegressionError(f"{path}: {key}: expected a string, got {raw[key]!r}.")
     tolerance = raw.get("tolerance") or {}
-    if not isinstance(tolerance, dict) or not all(isinstance(v, (int, float)) for v in tolerance.values()):
+    if not isinstance(tolerance, dict):
         raise RegressionError(f"{path}: tolerance: expected a mapping of measure -> number, e.g. {{nDCG@100: 0.0005}}.")
+    for measure, v in tolerance.items():
+        if not _number(v) or v < 0:
+            raise RegressionError(
+                f"{path}: tolerance.{measure}: {v!r} is not a finite number >= 0. Fix: e.g. {measure}: 0.001."
+            )
+        if str(measure).startswith(UNIT_RANGE) and v >= 1:
+            raise RegressionError(
+                f"{path}: tolerance.{measure}: {v!r} accepts every value of a measure in [0, 1], so nothing "
+                f"could FAIL. Fix: e.g. {measure}: 0.001."
+            )
     conditions = []
     for cname, c in raw["conditions"].items():
         where = f"{path}: conditions.{cname}"
         if not isinstance(c, dict) or not isinstance(c.get("command"), str):
             raise RegressionError(f"{where}: no command. Fix: command: '+experiment=doc_bm25 query_fields=TA'.")
+        extra = sorted(set(map(str, c)) - CONDITION_KEYS)
+        if extra:
+            raise RegressionError(f"{where}: unknown key {extra[0]!r}. Fix: use only {sorted(CONDITION_KEYS)}.")
         scores = c.get("scores") or {}
+        if not isinstance(scores, dict):
+            raise RegressionError(f"{where}.scores: expected a mapping of measure -> {{ALL, IN, OUT}}, got {scores!r}.")
         for measure, subsets in scores.items():
             if not isinstance(subsets, dict) or set(subsets) - set(SUBSETS):
                 raise RegressionError(f"{where}.scores.{measure}: expected a mapping of ALL / IN / OUT -> value.")
@@ -132,14 +192,37 @@ def load(path: Path) -> Regression:
                 raise RegressionError(
                     f"{where}.scores.{measure}: no tolerance for {measure}. Fix: add it to tolerance."
                 )
+            bounded = str(measure).startswith(UNIT_RANGE)
+            for subset, v in subsets.items():
+                if v is None:
+                    continue  # not given: printed so, never OK
+                if not _number(v) or (bounded and not 0 <= v <= 1):
+                    span = " in [0, 1]" if bounded else ""
+                    raise RegressionError(
+                        f"{where}.scores.{measure}.{subset}: {v!r} is not a number{span}. Fix: the expected "
+                        f"value as a number (null where it is not known)."
+                    )
         counts = c.get("counts") or {}
-        unknown = set(counts) - set(COUNTS)
-        if unknown:
-            raise RegressionError(f"{where}.counts: {sorted(unknown)} unknown. Fix: use {list(COUNTS)}.")
+        if not isinstance(counts, dict):
+            raise RegressionError(f"{where}.counts: expected a mapping, got {counts!r}.")
+        strange = set(counts) - set(COUNTS)
+        if strange:
+            raise RegressionError(f"{where}.counts: {sorted(strange)} unknown. Fix: use {list(COUNTS)}.")
+        for what, v in counts.items():
+            values = v.items() if isinstance(v, dict) and what == "queries" else [(None, v)]
+            for subset, n in values:
+                if subset not in (None, *SUBSETS) or isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    key = f"{what}.{subset}" if subset else what
+                    raise RegressionError(
+                        f"{where}.counts.{key}: {n!r} is not a whole number >= 0. Fix: e.g. "
+                        f"{'queries: {ALL: 185, IN: 182, OUT: 140}' if what == 'queries' else what + ': 1231'}."
+                    )
         conditions.append(Condition(str(cname), c["command"].split(), counts, scores))
     dataset = raw.get("dataset") or []
     if isinstance(dataset, str):
         dataset = dataset.split()
+    if not isinstance(dataset, list) or not all(isinstance(x, str) for x in dataset):
+        raise RegressionError(f"{path}: dataset: expected a list of overrides, e.g. [dataset=local, dataset.path=DIR].")
     return Regression(
         name=Path(path).stem,
         path=Path(path),
@@ -189,7 +272,8 @@ def checks(reg: Regression, cond: Condition, row: dict, counts: dict) -> list[di
                     "expected": e,
                     "got": g,
                     "tolerance": tol,
-                    "status": "not given" if e is None else status(e, g, tol),
+                    "status": (NOT_GIVEN if reg.published else NOT_MEASURED) if e is None else status(e, g, tol),
+                    **({"published": True} if reg.published else {}),
                 }
             )
     return out
@@ -251,7 +335,7 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
         out(f"{where}: cannot run: {type(e).__name__}: {e}")
         return 2
     records: dict[str, dict] = {}
-    n = {"OK": 0, "OK*": 0, "FAIL": 0, "not given": 0}
+    n = {"OK": 0, "OK*": 0, "FAIL": 0, NOT_GIVEN: 0, NOT_MEASURED: 0}
     width = max(len(c.name) for c in reg.conditions)
     for cond in reg.conditions:
         cfg = cfgs[cond.name]
@@ -265,7 +349,7 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
         add_row(store.root / cfg.results, row)
         counts = counts_of(store, row)
         if not cond.counts and not cond.scores:  # a new condition: what to paste into its file
-            n["not given"] += 1
+            n[NOT_MEASURED] += 1
             out(f"  {cond.name}: no expected values; obtained (paste under conditions.{cond.name}):")
             out(snippet(obtained(row, counts, reg.tolerance or {"nDCG@100": 0}), 4))
         values = checks(reg, cond, row, counts)
@@ -279,7 +363,7 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
             "values": values,
         }
     _record(store.root, reg, records)
-    out(f"{reg.name}: " + ", ".join(f"{v} {k}" for k, v in n.items() if v or k != "not given"))
+    out(f"{reg.name}: " + ", ".join(f"{v} {k}" for k, v in n.items() if v or k not in (NOT_GIVEN, NOT_MEASURED)))
     return 1 if n["FAIL"] else 0
 
 
@@ -314,10 +398,17 @@ def _line(name: str, width: int, v: dict) -> str:
         return str(x) if isinstance(x, int) else f"{float(x):.{DECIMALS}f}"
 
     text = f"  {name:{width}s}  {v['value']:18s} {fmt(v['got']):>8s}  expected {fmt(v['expected']):>8s}  {v['status']}"
+    ref = "published" if v.get("published") else "expected"
     if v["status"] == "FAIL":
-        text += f" (expected {fmt(v['expected'])}, got {fmt(v['got'])}, tolerance {v['tolerance']:g})"
+        text += f" ({ref} {fmt(v['expected'])}, got {fmt(v['got'])}, tolerance {v['tolerance']:g})"
+        if v.get("published"):
+            text += ": not reproduced with this file's settings"
     elif v["status"] == "OK*":
-        text += f" (within {v['tolerance']:g})"
+        text += (
+            f" (reproduced within {v['tolerance']:g} of the published value)"
+            if v.get("published")
+            else (f" (within {v['tolerance']:g})")
+        )
     return text
 
 
@@ -356,7 +447,7 @@ def annotate(df: pd.DataFrame, root: Path, metric: str) -> pd.DataFrame:
     rec = recorded(root)
     if df.empty or not any(k in rec for k in df["scores_key"]):
         return df
-    order = {"FAIL": 0, "not given": 1, "OK*": 2, "OK": 3}
+    order = {"FAIL": 0, NOT_GIVEN: 1, NOT_MEASURED: 1, "OK*": 2, "OK": 3}
 
     def label(key):
         r = rec.get(key)

@@ -510,3 +510,23 @@ def test_a_prior_file_that_is_empty_unreadable_or_without_positives_is_refused(t
     zeros.write_text("t1 0 d1 0\nt2 0 d2 0\n")
     with pytest.raises(ConfigError, match=r"no positive judgment"):
         ltr.read_prior(zeros, ["q1"])
+
+
+def test_the_identity_check_never_says_ok_where_it_cannot_reach_significance():
+    """3 queries: the best one-sided sign-flip p is 1/8, and Holm over 2 tests makes it 1/4; no
+    family could ever be found identifying, so the verdict is inconclusive, not ok."""
+    assert ltr.smallest_holm_p(3, 2) == pytest.approx(0.25)
+    assert ltr.smallest_holm_p(40, 6) == pytest.approx(6 / 10_001)
+    entry = {
+        "identifying": False,
+        "permuted": {"ALL": 0.5, "OUT": 0.1},
+        "redrawn": {"ALL": 0.5, "OUT": 0.1},
+        "without": {"ALL": 0.5, "OUT": 0.1},
+        "delta": {"ALL": 0.0, "OUT": 0.0},
+        "p_holm": {"ALL": 1.0, "OUT": 1.0},
+    }
+    result = {"alpha": ltr.ALPHA, "real": {"ALL": 0.5, "OUT": 0.1}, "families": {"length": entry}}
+    few = ltr.format_identity({**result, "smallest_p": ltr.smallest_holm_p(3, 2)})
+    assert few[0].endswith("before this can say ok") and "INCONCLUSIVE" in few[0] and ": ok" not in few[0]
+    many = ltr.format_identity({**result, "smallest_p": ltr.smallest_holm_p(40, 2)})
+    assert many[0].endswith(": ok")

@@ -161,3 +161,153 @@ def test_the_dtype_regression_says_ok_for_minilm_on_cacm_xdom_coded(tmp_path, mo
     assert regress.main([str(copy)]) == 0
     out = capsys.readouterr().out
     assert not _lines(out, "FAIL") and len(_lines(out, "OK")) + len(_lines(out, "OK*")) == 2 * (5 + 3), out
+
+
+GOOD = {
+    "description": "d",
+    "dataset": ["dataset=mini"],
+    "tolerance": {"nDCG@100": 0.001},
+    "conditions": {
+        "a": {
+            "command": "+experiment=doc_bm25",
+            "counts": {"units": 200, "queries": {"ALL": 40}},
+            "scores": {"nDCG@100": {"ALL": 0.8135, "IN": None}},
+        }
+    },
+}
+
+
+def _with(path, **changes):
+    import copy
+
+    spec = copy.deepcopy(GOOD)
+    for dotted, value in changes.items():
+        *head, last = dotted.split("/")
+        node = spec
+        for k in head:
+            node = node[k]
+        node[last] = value
+    return spec
+
+
+# Each row: a change to a good file, and what the one-line error must say. The issue's examples
+# first (a tolerance of true, an expected 1.5, a string / list / bare integer where a number or a
+# mapping belongs), then our own.
+BAD = [
+    ({"tolerance/nDCG@100": True}, r"tolerance.nDCG@100: True is not a finite number >= 0"),
+    ({"conditions/a/scores/nDCG@100/ALL": 1.5}, r"scores.nDCG@100.ALL: 1.5 is not a number in \[0, 1\]"),
+    ({"conditions/a/scores/nDCG@100/ALL": "0.81"}, r"scores.nDCG@100.ALL: '0.81' is not a number"),
+    ({"conditions/a/scores/nDCG@100": [0.8, 0.9, 0.1]}, r"scores.nDCG@100: expected a mapping of ALL / IN / OUT"),
+    ({"conditions/a/scores": 3}, r"conditions.a.scores: expected a mapping"),
+    ({"tolerance": 0.01}, r"tolerance: expected a mapping of measure -> number"),
+    ({"tolerance/nDCG@100": -0.001}, r"tolerance.nDCG@100: -0.001 is not a finite number >= 0"),
+    ({"tolerance/nDCG@100": float("inf")}, r"tolerance.nDCG@100: inf is not a finite number"),
+    ({"tolerance/nDCG@100": "0.01"}, r"tolerance.nDCG@100: '0.01' is not a finite number"),
+    ({"tolerance/nDCG@100": 5}, r"tolerance.nDCG@100: 5 accepts every value .* nothing could FAIL"),
+    ({"conditions/a/scores/nDCG@100/ALL": -0.2}, r"-0.2 is not a number in \[0, 1\]"),
+    ({"conditions/a/scores/nDCG@100/ALL": True}, r"True is not a number"),
+    ({"conditions/a/counts/units": 12.5}, r"counts.units: 12.5 is not a whole number"),
+    ({"conditions/a/counts/queries": {"ALL": -1}}, r"counts.queries.ALL: -1 is not a whole number"),
+    ({"conditions/a/counts/queries": {"SOME": 3}}, r"counts.queries.SOME: 3 is not a whole number"),
+    ({"conditions/a/counts": [1, 2]}, r"counts: expected a mapping"),
+    ({"conditions/a/score": {}}, r"conditions.a: unknown key 'score'"),
+    ({"tolerances": {}}, r"unknown key 'tolerances'"),
+    ({"dataset": {"dataset": "mini"}}, r"dataset: expected a list of overrides"),
+    ({"published": 2025}, r"published: expected a string"),
+]
+
+
+@pytest.mark.parametrize("change,message", BAD, ids=[m[:40] for _, m in BAD])
+def test_a_bad_regression_file_is_refused_before_anything_runs(tmp_path, capsys, change, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_with(path, **change), sort_keys=False))
+    with pytest.raises(regress.RegressionError, match=message) as e:
+        regress.load(path)
+    assert "\n" not in str(e.value) and str(path) in str(e.value)
+    assert regress.main([str(path)]) == 2  # the command line: exit 2, one line, no run
+    err = capsys.readouterr()
+    assert "Traceback" not in err.err and not (tmp_path / "runs").exists()
+
+
+def test_a_good_file_loads_and_a_null_value_is_allowed(tmp_path):
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump(GOOD, sort_keys=False))
+    reg = regress.load(path)
+    assert [c.name for c in reg.conditions] == ["a"] and reg.tolerance == {"nDCG@100": 0.001}
+
+
+@pytest.mark.parametrize(
+    "text,key",
+    [
+        (
+            "tolerance: {nDCG@100: 0.01}\nconditions:\n  a: {command: +experiment=doc_bm25}\n"
+            "  a: {command: +experiment=doc_dense}\n",
+            "a",
+        ),
+        ("tolerance: {nDCG@100: 0.01}\ntolerance: {nDCG@100: 0.5}\nconditions:\n  a: {command: x}\n", "tolerance"),
+        (
+            "tolerance: {nDCG@100: 0.01}\nconditions:\n  a:\n    command: x\n    scores:\n"
+            "      nDCG@100: {ALL: 0.1, ALL: 0.2}\n",
+            "ALL",
+        ),
+    ],
+    ids=["two conditions of one name", "tolerance twice", "a subset twice"],
+)
+def test_a_key_given_twice_is_refused_naming_its_line(tmp_path, text, key):
+    path = tmp_path / "dup.yaml"
+    path.write_text(text)
+    with pytest.raises(regress.RegressionError, match=rf"{path}: line \d+: duplicate key '{key}'\. Fix"):
+        regress.load(path)
+
+
+def test_every_shipped_regression_file_is_valid():
+    for name in regress.names():
+        assert regress.load(regress.resolve(name)).conditions, name
+
+
+def _stand_in(tmp_path, name: str) -> Path:
+    """A regression file of regressions/ with its conditions as they are, its data the tiny
+    synthetic set and its encoder MiniLM at 64 word pieces (DAPFAM and arctic need the hub)."""
+    from conftest import tiny_overrides
+
+    spec = yaml.safe_load((regress.FOLDER / f"{name}.yaml").read_text())
+    keep = [o for o in spec["dataset"] if o.split("=")[0] in ("bm25", "query_fields", "target_fields")]
+    spec["dataset"] = ["dataset=mini", *tiny_overrides(), *keep, "encoder=minilm", "encoder.max_length=64"]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def test_the_paper_file_has_every_published_value_and_its_best_row():
+    spec = yaml.safe_load((regress.FOLDER / "dapfam-paper.yaml").read_text())
+    values = {n: c["scores"]["nDCG@100"] for n, c in spec["conditions"].items()}
+    assert all(v is not None for subsets in values.values() for v in subsets.values())
+    assert values["rrf-passage-30"] == {"ALL": 0.3475, "IN": 0.3913, "OUT": 0.0625}  # the paper's best
+    assert spec["published"] and regress.load(regress.resolve("dapfam-paper")).published
+
+
+@pytest.mark.slow
+def test_the_paper_file_compares_on_a_stand_in_with_its_condition_names(tmp_path, monkeypatch, capsys):
+    """dapfam-paper.yaml's four conditions, run as written on the tiny set: each value is compared
+    with the published one and worded as such (a stand-in does not reproduce the paper: FAIL)."""
+    monkeypatch.setenv("HARNESS_ROOT", str(tmp_path / "store"))
+    assert regress.main([str(_stand_in(tmp_path, "dapfam-paper"))]) == 1
+    out = capsys.readouterr().out
+    for name in ("bm25-passage", "dense-passage", "rrf-passage-30", "rrf-doc-60"):
+        lines = [x for x in out.splitlines() if x.startswith(f"  {name} ")]
+        assert len(lines) == 3 and all(re.search(r"\s(OK|OK\*|FAIL)( \(.*)?$", x) for x in lines), out
+    assert "published 0.3475, got" in out and "not reproduced with this file's settings" in out
+
+
+@pytest.mark.slow
+def test_the_stand_in_systems_are_not_measured_never_ok(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HARNESS_ROOT", str(tmp_path / "store"))
+    path = _stand_in(tmp_path, "dapfam-standins")
+    spec = yaml.safe_load(path.read_text())
+    spec["conditions"] = {k: v for k, v in spec["conditions"].items() if k == "minilm-doc"}  # one is enough here
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    assert regress.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    lines = [x for x in out.splitlines() if x.startswith("  minilm-doc ")]
+    assert len(lines) == 3 and all(x.endswith("not measured") for x in lines), out
+    assert "3 not measured" in out and not any(re.search(r"\sOK\*?( |$)", x) for x in lines)

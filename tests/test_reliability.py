@@ -64,7 +64,7 @@ def test_unknown_group_options_are_hydra_errors_naming_the_choices(tmp_path, ove
         ("passage.tokenizer=chars", "auto, words, encoder"),
         ("encoder.pooling=max", "mean, cls"),
         ("dense.quantization=pq", "none, int8"),
-        ("encoder.dtype=float64", "auto, float32, float16, bfloat16"),
+        ("encoder.dtype=float64", "auto, float32, float16, bfloat16, int8"),
     ],
 )
 def test_typed_choices_fail_when_composed_naming_the_values(tmp_path, override, values):

@@ -147,7 +147,7 @@ def test_cost_estimate_without_the_data_scales_with_its_size(tmp_path, monkeypat
     monkeypatch.setattr(
         cost,
         "calibrate",
-        lambda root, cfg, reach=0, encoder=True: {
+        lambda root, cfg, reach=0, encoder=True, encoders=None: {
             "bm25_points": [{**point, "chars": 1e6}, {**point, "chars": 4e6}],
             "run_s_per_row": 1e-6,
             "score_s_per_query": 1e-3,
