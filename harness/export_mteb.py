@@ -43,15 +43,17 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from . import data
+from .data import DataError
 from .data import schema as S
 from .data import views as V
 from .data.qrels import SUBSETS
 from .evaluate import per_query
 from .files import write_json_atomic
 from .models import resolve_model
-from .results import find, run_path
+from .results import find, run_path, scores_dir
 from .runs import read_trec
 from .store import default_results
+from .submit import run_damage
 
 FORMAT_VERSION = "2.26.24"  # the mteb release whose TaskResult layout these files follow
 SPLIT = "train"  # the split MTEB's DAPFAM tasks evaluate
@@ -90,6 +92,7 @@ def task_names(cfg: dict, dtype: str | None = None) -> dict[str, str]:
         problems.append(
             f"the encoder ran in {dtype} (MTEB's evaluator encodes in float32: rerun with encoder.dtype=float32)"
         )
+    problems += settings_problems(cfg)
     if cfg.get("granularity") != "document":
         problems.append(f"granularity={cfg.get('granularity')} (MTEB's tasks rank documents: granularity=document)")
     if cfg.get("backend") != "dense" or cfg.get("fusion") is not None:
@@ -105,6 +108,62 @@ def task_names(cfg: dict, dtype: str | None = None) -> dict[str, str]:
     if problems:
         raise NotAnMtebTask("; ".join(problems))
     return {s: f"DAPFAM{DOMAINS[s]}{QUERY_VIEWS[q]}To{TARGET_VIEWS[t]}Retrieval" for s in SUBSETS}
+
+
+def model_settings(folder: str | Path) -> dict:
+    """What sentence-transformers (MTEB's encoder) does with a model folder: its pooling, whether
+    it L2-normalises, its maximum length (modules.json, the pooling config, sentence_bert_config)."""
+    folder = Path(folder)
+    out: dict = {"pooling": "mean", "normalize": False, "max_length": None}
+    modules = _json(folder / "modules.json") or []
+    for m in modules:
+        kind = str(m.get("type", ""))
+        if kind.endswith("Normalize"):
+            out["normalize"] = True
+        if kind.endswith("Pooling"):
+            pool = _json(folder / m.get("path", "1_Pooling") / "config.json") or {}
+            out["pooling"] = "cls" if pool.get("pooling_mode_cls_token") else "mean"
+    out["max_length"] = (_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+    return out
+
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def settings_problems(cfg: dict) -> list[str]:
+    """What a dense row did that MTEB's evaluator for its model does not: fewer documents ranked
+    than its largest cutoff, a quantised index, query or document prefixes (the packaged models have
+    no prompts in MTEB), and pooling, normalisation or length other than the model's own."""
+    if cfg.get("backend") != "dense":
+        return []
+    problems = []
+    depth = (cfg.get("search") or {}).get("depth")
+    if depth is not None and int(depth) < max(CUTOFFS):
+        problems.append(f"search.depth={depth} (MTEB ranks at least {max(CUTOFFS)} documents: search.depth >= 100)")
+    q = str((cfg.get("dense") or {}).get("quantization") or "none")
+    if q != "none":
+        problems.append(f"dense.quantization={q} (MTEB searches exact float vectors: dense.quantization=none)")
+    enc = cfg.get("encoder") or {}
+    for key in ("query_prefix", "doc_prefix"):
+        if enc.get(key):
+            problems.append(f'encoder.{key}={enc[key]!r} (MTEB gives this model no prefix: encoder.{key}="")')
+    try:
+        own = model_settings(resolve_model(str(enc.get("model")), enc.get("revision")))
+    except Exception:  # noqa: BLE001  (a model not on this machine: its settings cannot be read, the run stands)
+        return problems
+    for key, mine in (("pooling", enc.get("pooling")), ("normalize", enc.get("normalize"))):
+        if mine is not None and str(mine) != str(own[key]):
+            problems.append(f"encoder.{key}={mine} (the model's own is {own[key]}: encoder.{key}={own[key]})")
+    if own["max_length"] and enc.get("max_length") and int(enc["max_length"]) != int(own["max_length"]):
+        problems.append(
+            f"encoder.max_length={enc['max_length']} (sentence-transformers reads {own['max_length']} tokens of "
+            f"this model: encoder.max_length={own['max_length']})"
+        )
+    return problems
 
 
 def _newline_joined(values) -> str:
@@ -194,29 +253,48 @@ def task_result(task: str, revision: str, values: dict[str, float], seconds: flo
     }
 
 
-def export_row(row: dict, results: Path, out: Path, ds=None) -> list[Path]:
+def export_row(row: dict, results: Path, out: Path, ds=None, overwrite: bool = False) -> list[Path]:
     """The MTEB result files of one results row (one per subset). ``ds``: the row's dataset, when
-    the caller has it loaded."""
+    the caller has it loaded. The run file must be the one that was scored (size and SHA-256, as
+    ``submit`` checks), and a different file already at a task's path is kept unless ``overwrite``."""
     cfg = row["config"]
     tasks = task_names(cfg, row.get("encoder_dtype"))
     if ds is None:
         ds = data.load(OmegaConf.create(cfg["dataset"]), Path(results).resolve().parent.parent)
     check_self_hits(ds)
     check_text(ds, cfg)
-    run = read_trec(run_path(results, row))
+    run_file = run_path(results, row)
+    problem = run_damage(run_file, _manifest(results, row))
+    if problem:
+        raise NotAnMtebTask(
+            f"its run file {run_file} is not the one that was scored: {problem}. Fix: run the row's command "
+            f"again (it rebuilds the run) before exporting"
+        )
+    run = read_trec(run_file)
     source = cfg["dataset"]
     revision = source.get("revision") if source.get("type") == "hub" else f"local:{ds.fingerprint}"
     enc = cfg["encoder"]
     model = MODEL_NAMES.get(enc["model"], enc["model"]).replace("/", "__")
     folder = out / model / (enc.get("revision") or "no_revision_available")
     seconds = float(row.get("encode_seconds") or 0) + float(row.get("search_seconds") or 0)
-    written = []
-    for subset, task in tasks.items():
-        values = scores(run, ds.judgments(subset).query("relevance > 0"))
-        path = folder / f"{task}.json"
-        write_json_atomic(path, task_result(task, str(revision), values, seconds))
-        written.append(path)
-    return written
+    results_of = {
+        folder / f"{task}.json": task_result(
+            task, str(revision), scores(run, ds.judgments(s).query("relevance > 0")), seconds
+        )
+        for s, task in tasks.items()
+    }
+    for path, result in results_of.items():  # nothing is written unless every file may be
+        if path.exists() and not overwrite and _json(path) != json.loads(json.dumps(result)):
+            raise NotAnMtebTask(
+                f"{path} exists with other results; it is not overwritten. Fix: --overwrite, or another --out"
+            )
+    for path, result in results_of.items():
+        write_json_atomic(path, result)
+    return list(results_of)
+
+
+def _manifest(results: Path, row: dict) -> dict:
+    return _json(scores_dir(results, row) / "manifest.json") or {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,14 +304,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("mteb-results"))
     ap.add_argument("--dataset", default=None, help="only rows of this dataset (name or dataset.path)")
     ap.add_argument("--where", action="append", default=[], help="KEY=VALUE a row must have, e.g. dataset.path=DIR")
+    ap.add_argument("--overwrite", action="store_true", help="replace result files that differ from these")
     a = ap.parse_args(argv)
     results = a.results or default_results()
     for name in a.rows:
         row = find(results, name, a.dataset, a.where)
         try:
-            paths = export_row(row, results, a.out)
+            paths = export_row(row, results, a.out, overwrite=a.overwrite)
         except NotAnMtebTask as e:
             print(f"export_mteb: row {name} ({row['tag']}): {e}", file=sys.stderr)
+            return 2
+        except (OSError, DataError) as e:  # an output path under a file, a dataset folder that moved ...
+            print(f"export_mteb: row {name} ({row['tag']}): {type(e).__name__}: {e}", file=sys.stderr)
             return 2
         for p in paths:
             got = json.loads(p.read_text())["scores"][SPLIT][0]["ndcg_at_100"]

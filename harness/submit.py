@@ -57,7 +57,7 @@ def package(
         )
     runs = [Path(r["run_file"]) for r in chosen]  # read_rows located each under this root
     for r, run, man in zip(chosen, runs, manifests):
-        problem = _damage(run, man)
+        problem = run_damage(run, man)
         if problem:
             raise SystemExit(
                 f"{run}: {problem}, so its scores are not this file's. Fix: python -m harness.run with "
@@ -109,7 +109,7 @@ def package(
     return out
 
 
-def _damage(run: Path, manifest: dict) -> str | None:
+def run_damage(run: Path, manifest: dict) -> str | None:
     """Why ``run`` is not the file that was scored: missing, another size or SHA-256 than its
     artifact's meta.json lists, or another SHA-256 than the scores' manifest names."""
 

