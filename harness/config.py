@@ -12,6 +12,7 @@ Choices are string enums, so ``query_fields=TAC`` on the command line and ``cfg.
 from __future__ import annotations
 
 import copy
+import shutil
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -618,6 +619,11 @@ def check_sharding(cfg) -> None:
         return
     if str(s.launcher) not in ("inline", "local", "slurm"):
         raise ConfigError(f"sharding.launcher={s.launcher}: expected inline, local or slurm.")
+    if str(s.launcher) == "slurm" and int(cfg.get("shards", 1)) > 1 and shutil.which("sbatch") is None:
+        raise ConfigError(
+            "sharding.launcher=slurm: there is no sbatch on this machine's PATH, so no shard job could be "
+            "submitted. Fix: sharding.launcher=local (a process per shard here), or run where Slurm is."
+        )
     for key in ("parallelism", "cpus_per_task", "timeout_min"):
         _positive_int(s[key], f"sharding.{key}")
 

@@ -445,3 +445,22 @@ def test_without_ipc3_codes_or_domain_labels_in_out_cannot_be_told(tiny_folder, 
     df.to_parquet(snap / "qrels_all.parquet", index=False)
     with pytest.raises(DataError, match="IN and OUT cannot be told apart"):
         data.load_local(snap)
+
+
+def test_a_damaged_corpus_file_is_named_in_one_error(tmp_path):
+    """Bytes changed in the middle of corpus.parquet (its pages, not its footer): whichever read
+    meets them says which file and the fix, never pyarrow's bare OSError."""
+    from conftest import TINY
+
+    from harness.data import load_local, mini
+    from harness.data import views as V
+    from harness.data.schema import DataError
+
+    folder = mini.write(tmp_path / "d", **dict(TINY, description_words=tuple(TINY["description_words"])))
+    p = folder / "corpus.parquet"
+    b = bytearray(p.read_bytes())
+    b[len(b) // 2 : len(b) // 2 + 200] = b"x" * 200
+    p.write_bytes(bytes(b))
+    with pytest.raises(DataError, match=r"corpus.parquet: (damaged|cannot)"):
+        ds = load_local(folder)
+        list(V.target_texts(ds.corpus, "FULL"))

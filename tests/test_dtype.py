@@ -80,3 +80,21 @@ def test_int8_runs_the_linear_layers_in_int8_and_gives_float32_vectors():
     assert enc.dtype == "int8" and "DynamicQuantizedLinear" in repr(enc.impl.model)
     assert q.dtype == np.float32 and q.shape == full.shape and not np.array_equal(q, full)
     assert (q * full).sum(axis=1).min() > 0.8  # the same direction, roughly: the ranking cost is measured in docs
+
+
+def test_a_cuda_device_that_is_not_here_is_refused_where_the_model_loads(monkeypatch):
+    import torch
+
+    from harness.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(
+        ConfigError, match=r"encoder.device=cuda: torch sees no CUDA device here .*Fix: encoder.device=auto"
+    ):
+        dense.usable_device("cuda")
+    assert dense.usable_device("auto") == "cpu"
+    # planning (keys) for a GPU job on a machine without one: a set dtype is fine, auto cannot be known
+    monkeypatch.setattr(dense, "_NATIVE", {})
+    assert dense.resolve_dtype("bfloat16", "cuda") == ("bfloat16", "encoder.dtype")
+    with pytest.raises(ConfigError, match=r"encoder.dtype=auto with encoder.device=cuda, planned where no GPU"):
+        dense.resolve_dtype("auto", "cuda")

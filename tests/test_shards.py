@@ -138,3 +138,16 @@ def test_an_encoding_shard_job_asks_for_a_gpu_when_the_encoder_does(cfg_factory)
 
     assert gpus() == 0 and gpus("encoder.device=cuda") == 1
     assert gpus("encoder.device=cuda", "sharding.gpus_per_task=2") == 2 and gpus("sharding.gpus_per_task=1") == 1
+
+
+def test_slurm_shards_without_slurm_are_refused_before_anything_runs(cfg_factory, monkeypatch):
+    import shutil
+
+    from harness.config import ConfigError, check
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(
+        ConfigError, match=r"sharding.launcher=slurm: there is no sbatch .*Fix: sharding.launcher=local"
+    ):
+        check(cfg_factory("+experiment=doc_bm25", "shards=2", "sharding.launcher=slurm"))
+    check(cfg_factory("+experiment=doc_bm25", "shards=2", "sharding.launcher=local"))  # the fix passes

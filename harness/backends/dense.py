@@ -55,11 +55,28 @@ SEARCH_VERSION = 1
 
 
 def resolve_device(device: str = "auto") -> str:
+    """``auto``: the first GPU where torch sees one, else the CPU."""
+    device = str(device)
     if device != "auto":
         return device
     import torch
 
     return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def usable_device(device: str) -> str:
+    """:func:`resolve_device`, refusing a CUDA device torch cannot see, in one line, where the
+    model would load (a sweep may plan on a machine without the GPU its Slurm jobs get)."""
+    device = resolve_device(device)
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"encoder.device={device}: torch sees no CUDA device here (torch {torch.__version__}, "
+            f"{'a CPU build' if torch.version.cuda is None else 'CUDA ' + str(torch.version.cuda)}). "
+            "Fix: encoder.device=auto (the GPU where there is one) or encoder.device=cpu."
+        )
+    return device
 
 
 def native_bf16(device: str) -> tuple[bool, str]:
@@ -83,11 +100,24 @@ def resolve_dtype(dtype: str, device: str = "auto") -> tuple[str, str]:
     dtype = str(dtype)
     if dtype != "auto":
         return dtype, "encoder.dtype"
-    ok, why = _native(resolve_device(device))
+    device = resolve_device(device)
+    if device.startswith("cuda") and device not in _NATIVE and not _cuda_visible():
+        raise ConfigError(
+            f"encoder.dtype=auto with encoder.device={device}, planned where no GPU is visible: whether the GPU "
+            "computes bfloat16 cannot be known here, and the dtype keys the embeddings. Fix: set encoder.dtype "
+            "(bfloat16 for a recent GPU, float32 otherwise)."
+        )
+    ok, why = _native(device)
     return ("bfloat16" if ok else "float32"), f"encoder.dtype=auto: {why}"
 
 
 _NATIVE: dict[str, tuple[bool, str]] = {}
+
+
+def _cuda_visible() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
 
 
 def _native(device: str) -> tuple[bool, str]:
@@ -124,7 +154,7 @@ class Encoder:
         self.path = resolve_model(model, revision)
         self.warm = False  # a query search has run through it: the next one is timed warm (search())
         self.truncated = 0  # texts over max_length in the last encode() call
-        self.device = resolve_device(device)
+        self.device = usable_device(device)
         dtype, self.dtype_reason = resolve_dtype(dtype, self.device)
         self.dtype = dtype
         try:

@@ -68,6 +68,11 @@ class ParquetCorpus:
                     f"{self.path}: cannot read columns {cols}: {str(e).splitlines()[0]}. Fix: re-encode "
                     f"the text as UTF-8 and write the file again."
                 ) from e
+            except OSError as e:  # pyarrow's corrupt pages and compressed blocks
+                raise DataError(
+                    f"{self.path}: damaged, cannot be read ({str(e).splitlines()[0]}). Fix: replace it with a good "
+                    f"copy (fetch or export it again); artifacts built from the good file are keyed by its digest."
+                ) from e
             frame = checked(batch, self.path).to_pandas()
             for c in wanted:
                 if c not in frame:
