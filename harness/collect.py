@@ -79,6 +79,9 @@ class Plan:
     in_use: list[str] = field(default_factory=list)  # unreachable, but a live process uses them
     foreign: list[Path] = field(default_factory=list)  # folders the store did not write
     reports: list[Path] = field(default_factory=list)  # reports that show a stale row
+    results: Path | None = None  # the table the survey read, read again by delete() when it changes
+    disk: dict = field(default_factory=dict)  # the survey's artifacts (parents), for what a new row names
+    dropped: set = field(default_factory=set)  # scores keys whose rows --drop-stale removes
 
 
 @dataclass
@@ -199,7 +202,14 @@ def _dataset_folder_keys(store: Store, ds) -> set[str]:
 
 
 def survey(store: Store, results: Path, sweep_args: Sequence[str] = (), drop_stale: bool = False) -> Plan:
-    """What gc would delete and why everything else stays (nothing is changed)."""
+    """What gc would delete and why everything else stays (nothing is changed).
+
+    The live leases are read first, before the listing and the results table: a run that is still
+    alive then keeps what its lease names, and a run that has finished by then wrote its row before
+    it exited (``add_row``, then exit), so the table read after holds it. Read the other way round,
+    a run that writes its row and exits between the two reads is in neither, and its run file
+    would go while its row stays."""
+    leased = live_leases(store.root)
     disk, foreign = on_disk(store)
     rows = read_results(results) if disk or results.exists() else []  # an empty root has nothing to lose
     keys, now, unplanned = current(store, rows, sweep_args)
@@ -216,8 +226,15 @@ def survey(store: Store, results: Path, sweep_args: Sequence[str] = (), drop_sta
         if p not in gone_reports:
             for k in shown:
                 recorded(k, disk, keep)
-    leased = live_leases(store.root)
-    plan = Plan(unplanned=unplanned, stale=stale, foreign=foreign, reports=gone_reports)
+    plan = Plan(
+        unplanned=unplanned,
+        stale=stale,
+        foreign=foreign,
+        reports=gone_reports,
+        results=results,
+        disk=disk,
+        dropped=dropped,
+    )
     for key, found in sorted(disk.items(), key=lambda kv: (kv[1].kind, kv[0])):
         if key in keep:
             continue
@@ -228,13 +245,45 @@ def survey(store: Store, results: Path, sweep_args: Sequence[str] = (), drop_sta
     return plan
 
 
+class _Named:
+    """What the results table and the reports name now (with recorded ancestors), read again only
+    when the table's or a report's file changed since the last read."""
+
+    def __init__(self, store: Store, plan: Plan):
+        self.store, self.plan = store, plan
+        self.stamp: tuple | None = None
+        self.keys: set[str] = set()
+
+    def _stamp(self):
+        files = [self.plan.results] if self.plan.results else []
+        files += sorted((self.store.root / "runs" / "report").glob("*/results.csv"))
+        return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f and f.exists())
+
+    def __contains__(self, key: str) -> bool:
+        stamp = self._stamp()
+        if stamp != self.stamp:
+            self.stamp, self.keys = stamp, set()
+            rows = read_rows(self.plan.results) if self.plan.results and self.plan.results.exists() else []
+            for row in rows:
+                if row["scores_key"] not in self.plan.dropped:
+                    for k in named_keys(row):
+                        recorded(k, self.plan.disk, self.keys)
+            for shown in report_keys(self.store).values():
+                for k in shown:
+                    recorded(k, self.plan.disk, self.keys)
+        return key in self.keys
+
+
 def delete(store: Store, plan: Plan) -> list[Garbage]:
-    """Delete the plan's garbage: each under its key's lock, after reading the leases again
-    there (a process that started using it since the survey keeps it). Returns what was deleted."""
+    """Delete the plan's garbage: each under its key's lock, after reading the leases again there
+    (a process that started using it since the survey keeps it), then the results table and the
+    reports where they changed since (a run that started after the survey, reused it and finished,
+    wrote its row before it exited: the row keeps it). Returns what was deleted."""
     done: list[Garbage] = []
+    named = _Named(store, plan)
     for g in plan.garbage:
         with store.key_lock(g.kind, g.key):  # never under a builder's or a reuser's feet
-            if g.key in live_leases(store.root) or not g.path.is_dir():
+            if g.key in live_leases(store.root) or not g.path.is_dir() or g.key in named:
                 continue
             trash = g.path.with_name(f".{g.key}.gc.tmp")
             g.path.rename(trash)

@@ -32,7 +32,7 @@ from pathlib import Path
 from . import faults, stage
 from .artifact import Artifact
 from .stage import Context, Stage, register
-from .store import Store
+from .store import Store, lease
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,10 @@ def build(
     launcher = str(ctx.cfg.sharding.launcher)
     if not ctx.plan and launcher != "inline":
         todo = [(p, specs[p.key]) for p in parts if not ctx.store.exists(p)]
+        held = lease(ctx.store.root)
+        if held is not None:  # before the jobs commit them: gc keeps a shard this live run will read
+            for p, _ in todo:  # (the ones there already are leased by ensure, through the key's lock)
+                held.add(p.kind, p.key)
         if todo:
             _run_jobs(ctx, kind, todo, builder, describe)
     # inline, a dense shard uses this process's encoder (loaded once, for all of them)
