@@ -1101,32 +1101,40 @@ def learned_from(run: Artifact) -> Artifact:
     return run.parents[0].parents[0]
 
 
+# Registered by the imported module only: `python -m harness.ltr` runs this file as __main__ too,
+# and a second registration of the same stages (other function objects) is refused by the registry.
 STAGES = (
-    register(Stage(stage.LTR_FEATURES, "runs", "LTR feature tables", FEATURES_VERSION, cost="transform")),
-    register(Stage(stage.LTR_IDENTITY, "runs", "LTR identity checks", IDENTITY_VERSION, cost="transform")),
-    register(Stage(stage.LTR_MODEL, "runs", "LTR models trained on another dataset", MODEL_VERSION, cost="transform")),
-    register(
-        Stage(
-            stage.LTR_RUN,
-            "runs",
-            "learned runs (LTR)",
-            VERSION,
-            group="ltr",
-            run=True,
-            node=node,
-            inner=learned_from,
-            requires=lambda t: (
-                [(part, [S.IPC3], "ltr.features=[..., ipc]") for part in ("queries", "corpus")]
-                if "ipc" in t.features
-                else []
-            ),
-            tag=learned_tag,
-            columns=lambda params: {"ltr": ltr_label(params) if params else None},
-            system=" + LTR",
-            in_fused_input="learned on its own",
-            cost="transform",
-        )
-    ),
+    ()
+    if __name__ == "__main__"
+    else (
+        register(Stage(stage.LTR_FEATURES, "runs", "LTR feature tables", FEATURES_VERSION, cost="transform")),
+        register(Stage(stage.LTR_IDENTITY, "runs", "LTR identity checks", IDENTITY_VERSION, cost="transform")),
+        register(
+            Stage(stage.LTR_MODEL, "runs", "LTR models trained on another dataset", MODEL_VERSION, cost="transform")
+        ),
+        register(
+            Stage(
+                stage.LTR_RUN,
+                "runs",
+                "learned runs (LTR)",
+                VERSION,
+                group="ltr",
+                run=True,
+                node=node,
+                inner=learned_from,
+                requires=lambda t: (
+                    [(part, [S.IPC3], "ltr.features=[..., ipc]") for part in ("queries", "corpus")]
+                    if "ipc" in t.features
+                    else []
+                ),
+                tag=learned_tag,
+                columns=lambda params: {"ltr": ltr_label(params) if params else None},
+                system=" + LTR",
+                in_fused_input="learned on its own",
+                cost="transform",
+            )
+        ),
+    )
 )
 
 
@@ -1182,4 +1190,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.ltr import main as imported_main  # the registered module's, not this __main__ copy's
+
+    sys.exit(imported_main())

@@ -530,3 +530,21 @@ def test_the_identity_check_never_says_ok_where_it_cannot_reach_significance():
     assert few[0].endswith("before this can say ok") and "INCONCLUSIVE" in few[0] and ": ok" not in few[0]
     many = ltr.format_identity({**result, "smallest_p": ltr.smallest_holm_p(40, 2)})
     assert many[0].endswith(": ok")
+
+
+@pytest.mark.slow
+def test_the_identity_command_reads_a_row_whose_last_stage_is_not_a_learned_run(cfg_factory, tmp_path):
+    """`python -m harness.ltr identity` on a re-ranked row: the command walks the row's stages
+    through the registry, which used to meet this module twice (as __main__ and imported) and end
+    in "stage declared twice"."""
+    import os
+    import subprocess
+    import sys
+
+    row = execute(cfg_factory("+experiment=doc_bm25", *TA, "rerank=ipc3_disjoint"))
+    env = {**os.environ, "HARNESS_ROOT": str(tmp_path / "store")}
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.ltr", "identity", row["scores_key"]], capture_output=True, text=True, env=env
+    )
+    assert "declared twice" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "has no learned ranker" in r.stdout + r.stderr
