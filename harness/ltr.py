@@ -849,6 +849,17 @@ def build_learned(
     }
 
 
+def constant_families(x: pd.DataFrame, families) -> list[str]:
+    """The feature families whose every column holds one value over ``x``'s rows (run features
+    excepted: they come from the runs, never from the data's columns)."""
+    out = []
+    for fam in families:
+        own = [c for c in x.columns if family_of(c) == fam]
+        if fam != "run" and own and all(x[c].nunique(dropna=False) <= 1 for c in own):
+            out.append(fam)
+    return out
+
+
 def build_model(tmp: Path, features_dir: Path, positives: pd.DataFrame, params: dict) -> dict:
     """One model learned from all of the training dataset's judgments (``ltr.train``), with the
     class-pair rates it saw, for another dataset's candidates."""
@@ -857,6 +868,15 @@ def build_model(tmp: Path, features_dir: Path, positives: pd.DataFrame, params: 
     cols = feature_columns(table, params["features"])
     y = labels(table, positives)
     extra = learned_columns(table, q, d, y, params["features"])
+    constant = constant_families(table[cols], params["features"])
+    if constant:
+        raise IdentifyingFeature(
+            f"ltr.train: feature famil{'y' if len(constant) == 1 else 'ies'} {constant} cannot be computed on the "
+            f"training data (every row has the same value: the data lacks what they read, e.g. IPC codes or "
+            f"text), so the model would learn nothing from {'it' if len(constant) == 1 else 'them'} and the row "
+            f"would claim {'it' if len(constant) == 1 else 'them'}. Fix: drop {constant} from ltr.features, or "
+            f"train on data that has their columns."
+        )
     x = table[cols]
     if extra is not None:  # class-pair rates: each training row's from the other folds of A
         rows = _fold_of_rows(table["query_id"], folds_of(positives, params["folds"], params["seed"]))

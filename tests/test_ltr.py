@@ -548,3 +548,10 @@ def test_the_identity_command_reads_a_row_whose_last_stage_is_not_a_learned_run(
     )
     assert "declared twice" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert "has no learned ranker" in r.stdout + r.stderr
+
+
+def test_a_feature_family_that_is_constant_on_the_training_data_is_named():
+    x = pd.DataFrame({"run0_score": [0.1, 0.5, 0.9], "ipc3_shared": [0, 0, 0], "length_doc": [10, 200, 30]})
+    fams = [ltr.family_of(c) for c in x.columns]
+    assert ltr.constant_families(x, fams) == [ltr.family_of("ipc3_shared")]
+    assert ltr.constant_families(x.assign(ipc3_shared=[0, 1, 0]), fams) == []
