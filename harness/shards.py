@@ -31,8 +31,9 @@ from pathlib import Path
 
 from . import faults, stage
 from .artifact import Artifact
+from .files import META, damage
 from .stage import Context, Stage, register
-from .store import Store, lease
+from .store import DamagedArtifact, Store, inputs_of, lease
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,28 @@ def _run_jobs(ctx: Context, kind: str, todo: list[tuple[Artifact, dict]], builde
             + "; ".join(failed)
             + ". The shards that finished are kept. Fix: see the logs, then run again: only the missing shards are built."
         )
+
+
+def merged(store: Store, parts: list[Artifact], merge: Callable[[Path, list[Path]], dict]) -> Callable[[Path], dict]:
+    """The build of a merge of ``parts``: each shard's files checked against their SHA-256 first (a
+    shard damaged without changing its size is never merged), and each shard's files recorded in
+    the merge's ``inputs``, so that a shard rebuilt later makes the merge stale
+    (:meth:`harness.store.Store.stale_inputs`) though its key is the same."""
+
+    def build(tmp: Path) -> dict:
+        dirs = [store.path(p) for p in parts]
+        for p, d in zip(parts, dirs):
+            problem = damage(d, json.loads((d / META).read_text())["files"], checksums=True)
+            if problem is not None:
+                store.discard(p, problem)
+                raise DamagedArtifact(
+                    p,
+                    f"{p.kind} {p.key} ({d}): {problem}: it was not merged, and is removed. Fix: run again: that "
+                    f"shard alone is built again, then the merge from it.",
+                )
+        return {**merge(tmp, dirs), "inputs": {p.key: inputs_of(d) for p, d in zip(parts, dirs)}}
+
+    return build
 
 
 def _inline(builder: Callable, spec: dict, ctx: Context | None, tmp: Path) -> dict:

@@ -110,6 +110,13 @@ class Lease:
 _leases: dict[Path, Lease] = {}
 
 
+def inputs_of(folder: Path) -> str:
+    """A digest of the files an artifact's meta.json lists (names, sizes, SHA-256): what a merge
+    of it recorded, and what it must still be for the merge to stand."""
+    files = json.loads((Path(folder) / META).read_text())["files"]
+    return stable_hash({k: [v.get("size"), v.get("sha256")] for k, v in sorted(files.items())}, 16)
+
+
 def lease(root: Path) -> Lease | None:
     """This process's lease in ``root`` (None where the root is not writable: nothing is built
     there, and a gc there could not delete either)."""
@@ -229,8 +236,27 @@ class Store:
             return f"{META} lists no files (built by an older harness)"
         problem = damage(self.path(art), meta["files"], self.verify)
         if problem is None:
+            problem = self.stale_inputs(meta)
+        if problem is None:
             self._checked.add(art.key)
         return problem
+
+    def stale_inputs(self, meta: dict) -> str | None:
+        """Why an artifact built from its parents' exact files (a merge of shards records their
+        checksums in ``inputs``: :func:`inputs_of`) is stale: a parent rebuilt since (damaged and
+        built again, or deleted and rebuilt by a job) has other files, so the merge must be made
+        again from them, though its key (the parents' keys) is the same."""
+        for p in meta.get("parents", []):
+            want = (meta.get("inputs") or {}).get(p["key"])
+            if want is None:
+                continue
+            try:
+                got = inputs_of(self.folder(p["kind"], p["key"]))
+            except (OSError, ValueError):
+                return f"its input {p['kind']} {p['key']} is unreadable"
+            if got != want:
+                return f"its input {p['kind']} {p['key']} was rebuilt since (other files)"
+        return None
 
     def discard(self, art: Artifact, reason: str) -> None:
         """Remove a damaged finished artifact so that it is built again."""

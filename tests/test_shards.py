@@ -4,6 +4,7 @@ resume on their own, jobs that fail by name, and the listing and estimate that s
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -151,3 +152,52 @@ def test_slurm_shards_without_slurm_are_refused_before_anything_runs(cfg_factory
     ):
         check(cfg_factory("+experiment=doc_bm25", "shards=2", "sharding.launcher=slurm"))
     check(cfg_factory("+experiment=doc_bm25", "shards=2", "sharding.launcher=local"))  # the fix passes
+
+
+@pytest.mark.slow
+def test_a_shard_damaged_without_changing_its_size_is_never_merged(cfg_factory):
+    """The shard's bytes change, its size does not: the merge checks every shard's SHA-256 first,
+    removes the damaged one and says so; the next run builds that shard alone, then the merge, and
+    ranks as before."""
+    from harness.run import execute
+    from harness.store import DamagedArtifact, Store
+
+    args = ("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA", "shards=2")
+    first = execute(cfg_factory(*args))
+    cfg = cfg_factory(*args)
+    store = Store.from_config(cfg)
+    merged = next(p for p in (store.root / "indexes" / "lucene").iterdir() if (p / "meta.json").exists())
+    meta = json.loads((merged / "meta.json").read_text())
+    assert set(meta["inputs"]) == {p["key"] for p in meta["parents"]} and len(meta["inputs"]) == 2
+    shard = store.root / "indexes" / "lucene_shard" / meta["parents"][1]["key"]
+    biggest = max(
+        (p for p in shard.rglob("*") if p.is_file() and p.name != "meta.json"), key=lambda p: p.stat().st_size
+    )
+    data = bytearray(biggest.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    biggest.write_bytes(bytes(data))
+    shutil.rmtree(merged)  # the merge is to be made again (from the damaged shard, before this fix)
+    for kind in ("unit_run", "family_run", "scores"):
+        shutil.rmtree(store.root / "runs" / kind, ignore_errors=True)
+    with pytest.raises(DamagedArtifact, match=r"lucene_shard .* has another SHA-256 .* not merged, and is removed"):
+        execute(cfg_factory(*args))
+    assert not shard.exists()
+    again = execute(cfg_factory(*args))
+    assert again["nDCG@100/ALL"] == first["nDCG@100/ALL"] and again["nDCG@100/OUT"] == first["nDCG@100/OUT"]
+
+
+def test_a_merge_whose_shard_was_rebuilt_is_stale(tmp_path):
+    from harness.store import META, Store, inputs_of
+
+    store = Store(tmp_path)
+    shard = store.folder("lucene_shard", "s1")
+    shard.mkdir(parents=True)
+    (shard / META).write_text(
+        json.dumps({"kind": "lucene_shard", "key": "s1", "files": {"a": {"size": 3, "sha256": "x"}}})
+    )
+    meta = {"parents": [{"kind": "lucene_shard", "key": "s1"}], "inputs": {"s1": inputs_of(shard)}}
+    assert store.stale_inputs(meta) is None
+    (shard / META).write_text(
+        json.dumps({"kind": "lucene_shard", "key": "s1", "files": {"a": {"size": 3, "sha256": "y"}}})
+    )
+    assert store.stale_inputs(meta) == "its input lucene_shard s1 was rebuilt since (other files)"

@@ -693,8 +693,7 @@ class BM25:
                 ctx, stage.LUCENE_SHARD, units, params, env.lucene(INDEX_VERSION), spec, index_shard, "BM25 index shard"
             )
             art = Artifact(stage.LUCENE, {**params, "shards": len(parts)}, tuple(parts), env.lucene(INDEX_VERSION))
-            dirs = [ctx.store.path(p) for p in parts]
-            return ctx.ensure(art, lambda tmp: merge_shards(tmp, dirs), "BM25 index (merged shards)")
+            return ctx.ensure(art, shards.merged(ctx.store, parts, merge_shards), "BM25 index (merged shards)")
         art = Artifact(stage.LUCENE, params, (units,), env.lucene(INDEX_VERSION))
 
         def build(tmp):

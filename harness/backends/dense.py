@@ -461,8 +461,7 @@ class Dense:
             emb = Artifact(
                 stage.EMBEDDINGS, {**params, "shards": len(parts)}, tuple(parts), encoder_env(ctx, EMBED_VERSION)
             )
-            dirs = [ctx.store.path(p) for p in parts]
-            ctx.ensure(emb, lambda tmp: merge_embeddings(tmp, dirs), "embeddings (merged shards)")
+            ctx.ensure(emb, shards.merged(ctx.store, parts, merge_embeddings), "embeddings (merged shards)")
         else:
             emb = Artifact(stage.EMBEDDINGS, params, (units,), encoder_env(ctx, EMBED_VERSION))
             ctx.ensure(
