@@ -289,6 +289,7 @@ def test_the_paper_file_has_every_published_value_and_its_best_row():
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_the_paper_file_compares_on_a_stand_in_with_its_condition_names(tmp_path, monkeypatch, capsys):
     """dapfam-paper.yaml's four conditions, run as written on the tiny set: each value is compared
     with the published one and worded as such (a stand-in does not reproduce the paper: FAIL)."""
