@@ -190,13 +190,14 @@ def _encoder_params(n) -> dict | None:
     return None
 
 
-def _encoder_timing(c: dict, n) -> tuple[dict, int | None]:
+def _encoder_timing(c: dict, n) -> tuple[dict, int | None, str | None]:
     """The calibration of the encoder node ``n`` uses (the experiment's when it was not timed),
-    and that encoder's max length."""
+    that encoder's max length, and its :func:`encoder_id`."""
     p = _encoder_params(n)
     if p is None:
-        return c, None
-    return c.get("encoders", {}).get(encoder_id(p), c), int(p["max_length"])
+        return c, None, None
+    ident = encoder_id(p)
+    return c.get("encoders", {}).get(ident, c), int(p["max_length"]), ident
 
 
 def _calibrate_runs(queries: int = 1000, depth: int = 1000) -> dict:
@@ -431,13 +432,12 @@ def estimate(
             if p.get("shards", 1) > 1 and "shard" not in p:  # the merge: the shards' vectors concatenated
                 out[n.kind] += 0.1
                 continue
-            ce, max_length = _encoder_timing(c, n)
+            ce, max_length, ident = _encoder_timing(c, n)
             count, length = unit_shape(_units_node(n), size, c, cfg, max_length)
             share = 1.0 / p["shards"] if "shard" in p else 1.0  # a shard encodes its share, loading the model itself
             seconds = share * count * seq_seconds(ce, length + 2, gpu) + ce["model_load_s"]
             out[n.kind] += seconds
-            if by_encoder is not None:
-                ident = encoder_id(_encoder_params(n) or {})
+            if by_encoder is not None and ident is not None:
                 by_encoder[ident] = by_encoder.get(ident, 0.0) + seconds
             reached(n.kind, length + 2)
         elif model == "flat_index":
@@ -450,7 +450,7 @@ def estimate(
                 terms = max(1, nq) * distinct_terms(q_chars / max(1, nq) / 6.0)
                 out[n.kind] += terms * at(points, "search_s_per_term", chars) + at(points, "search_fixed_s", chars)
             else:
-                ce, max_length = _encoder_timing(c, n)
+                ce, max_length, _ = _encoder_timing(c, n)
                 count, _ = unit_shape(_units_node(n), size, c, cfg, max_length)
                 q_len = min(q_chars / max(1, nq) / c["chars_per_token"], max_length or cfg.encoder.max_length)
                 out[n.kind] += (

@@ -225,12 +225,14 @@ class Experiment:
 
 
 def encoder_dtype(cfg: DictConfig, nodes) -> dict:
-    """The dtype the encoder ran in and why (``encoder.dtype=auto`` resolves per device), for a
-    row whose experiment encodes anything; empty otherwise."""
-    if not any(n.kind == stage.EMBEDDINGS for n in nodes):
+    """The dtype the encoders ran in, as their embeddings are keyed (every one of an ensemble's,
+    once each), and why the experiment's resolved as it did (``encoder.dtype=auto`` resolves per
+    device), for a row whose experiment encodes anything; empty otherwise."""
+    dtypes = dict.fromkeys(str(n.params["dtype"]) for n in nodes if n.kind == stage.EMBEDDINGS)
+    if not dtypes:
         return {}
-    dtype, why = resolve_dtype(str(cfg.encoder.dtype), str(cfg.encoder.device))
-    return {"encoder_dtype": dtype, "encoder_dtype_reason": why}
+    why = resolve_dtype(str(cfg.encoder.dtype), str(cfg.encoder.device))[1]
+    return {"encoder_dtype": "+".join(dtypes), "encoder_dtype_reason": why}
 
 
 def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None) -> dict:

@@ -48,7 +48,7 @@ from .data import schema as S
 from .data import views as V
 from .data.qrels import SUBSETS
 from .evaluate import per_query
-from .files import write_json_atomic
+from .files import read_json, write_json_atomic
 from .models import resolve_model
 from .results import find, run_path, scores_dir
 from .runs import read_trec
@@ -115,23 +115,16 @@ def model_settings(folder: str | Path) -> dict:
     it L2-normalises, its maximum length (modules.json, the pooling config, sentence_bert_config)."""
     folder = Path(folder)
     out: dict = {"pooling": "mean", "normalize": False, "max_length": None}
-    modules = _json(folder / "modules.json") or []
+    modules: list = list(read_json(folder / "modules.json") or [])  # a list in the file
     for m in modules:
         kind = str(m.get("type", ""))
         if kind.endswith("Normalize"):
             out["normalize"] = True
         if kind.endswith("Pooling"):
-            pool = _json(folder / m.get("path", "1_Pooling") / "config.json") or {}
+            pool = read_json(folder / m.get("path", "1_Pooling") / "config.json") or {}
             out["pooling"] = "cls" if pool.get("pooling_mode_cls_token") else "mean"
-    out["max_length"] = (_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+    out["max_length"] = (read_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
     return out
-
-
-def _json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def settings_problems(cfg: dict) -> list[str]:
@@ -284,7 +277,7 @@ def export_row(row: dict, results: Path, out: Path, ds=None, overwrite: bool = F
         for s, task in tasks.items()
     }
     for path, result in results_of.items():  # nothing is written unless every file may be
-        if path.exists() and not overwrite and _json(path) != json.loads(json.dumps(result)):
+        if path.exists() and not overwrite and read_json(path) != json.loads(json.dumps(result)):
             raise NotAnMtebTask(
                 f"{path} exists with other results; it is not overwritten. Fix: --overwrite, or another --out"
             )
@@ -294,7 +287,7 @@ def export_row(row: dict, results: Path, out: Path, ds=None, overwrite: bool = F
 
 
 def _manifest(results: Path, row: dict) -> dict:
-    return _json(scores_dir(results, row) / "manifest.json") or {}
+    return read_json(scores_dir(results, row) / "manifest.json") or {}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,9 +16,9 @@ runs of non-word characters as one space), and the audit counts, before anything
   (popular targets: allowed, but what a model can learn about *which documents are cited*, so
   its share goes in the results row, and the identity check is what keeps it honest).
 
-The first three are refused (:class:`Leakage`, one line with the counts and the fix) unless the
-user asks to drop them from training (``leakage=drop``: the shared queries and the training pairs
-behind same or reversed pairs are removed, and the row says how many). Pure functions of the two
+The first three are refused (:class:`Leakage`, one line with the counts and the fix).
+:func:`without_overlap` gives the training positives without them, for a drop mode that no config
+key reaches yet (the encoders issue asks for one, the row saying what was dropped). Pure functions of the two
 judgment sets, so every caller (and a test) audits the same way.
 """
 
@@ -28,6 +28,7 @@ import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from functools import cached_property
 
 import pandas as pd
 
@@ -53,8 +54,17 @@ class Judged:
     documents: Mapping[str, str]
     positives: pd.DataFrame  # query_id, doc_id
 
+    @cached_property
+    def query_texts(self) -> dict[str, str]:
+        """``{query id: normalised text}``, computed once (a DAPFAM corpus is 45,336 documents)."""
+        return _norm_map(self.queries)
+
+    @cached_property
+    def document_texts(self) -> dict[str, str]:
+        return _norm_map(self.documents)
+
     def pairs(self) -> set[tuple[str, str]]:
-        q, d = _norm_map(self.queries), _norm_map(self.documents)
+        q, d = self.query_texts, self.document_texts
         return {
             (q[a], d[b])
             for a, b in zip(self.positives["query_id"].astype(str), self.positives["doc_id"].astype(str))
@@ -103,9 +113,9 @@ def audit(train: Judged, scored: Judged) -> Audit:
     """The counts of the module docstring, by normalised text."""
     train_pairs, scored_pairs = train.pairs(), scored.pairs()
     judged = set(train.positives["query_id"].astype(str))  # a query without positives teaches no label
-    train_queries = {t for q, t in _norm_map(train.queries).items() if t and q in judged}
-    train_docs = {t for t in _norm_map(train.documents).values() if t}
-    scored_queries = {t for t in _norm_map(scored.queries).values() if t}
+    train_queries = {t for q, t in train.query_texts.items() if t and q in judged}
+    train_docs = {t for t in train.document_texts.values() if t}
+    scored_queries = {t for t in scored.query_texts.values() if t}
     train_positive_docs = {d for _, d in train_pairs}
     return Audit(
         same_pairs=len(scored_pairs & train_pairs),
@@ -124,17 +134,16 @@ def check(result: Audit, what: str, drop: bool = False) -> None:
         raise Leakage(
             f"{what}: leakage audit: {result.summary()}. A model trained on these judgments has seen the "
             f"answers it is scored on. Fix: train on other queries (python -m harness.data.split makes two "
-            f"halves of a dataset whose queries are never documents), or set leakage=drop to remove the "
-            f"overlap from training."
+            f"halves of a dataset whose queries are never documents)."
         )
 
 
 def without_overlap(train: Judged, scored: Judged) -> pd.DataFrame:
     """The training positives without the pairs a scored pair repeats or reverses and without the
-    queries a scored query repeats (``leakage=drop``)."""
-    tq, td = _norm_map(train.queries), _norm_map(train.documents)
+    queries a scored query repeats (for a drop mode: no config key calls it yet)."""
+    tq, td = train.query_texts, train.document_texts
     scored_pairs = scored.pairs()
-    scored_queries = {t for t in _norm_map(scored.queries).values() if t}
+    scored_queries = {t for t in scored.query_texts.values() if t}
     keep = []
     for a, b in zip(train.positives["query_id"].astype(str), train.positives["doc_id"].astype(str)):
         q, d = tq.get(a, ""), td.get(b, "")

