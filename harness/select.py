@@ -14,7 +14,10 @@ queries.
 
 ``guard=ALL`` makes the choice constrained: the best ``subset`` mean among configurations whose
 ``guard`` mean is at least the baseline's on the same queries (e.g. more OUT-domain prior art
-without losing overall quality).
+without losing overall quality). ``guard=ALL,IN`` guards several subsets at once, and
+``guard_alpha=0.05`` loosens "at least the baseline's" to "not significantly below it" (a
+one-sided paired t-test per guarding subset, :func:`harness.significance.guard_pass`): the rule
+docs/rechoice.md states for the recommended configuration.
 
 Significance (:mod:`harness.significance`). The headline ``held-out test:`` pairs the
 cross-validated choice's out-of-fold scores (each query scored by the configuration chosen
@@ -44,7 +47,7 @@ from .compare import paired, per_query_tables
 from .files import write_text_atomic
 from .folds import from_scores, query_folds, stratified_folds  # noqa: F401  (stratified_folds: re-exported)
 from .results import filter_rows, find, newest, read_rows, scores_dir
-from .significance import cv_test, holm, max_statistic_test
+from .significance import cv_test, guard_pass, holm, max_statistic_test
 from .store import default_results
 
 SUBSETS = ("ALL", "IN", "OUT")
@@ -65,46 +68,60 @@ def baseline_filters() -> tuple[str, ...]:
 
 
 # ----------------------------------------------------------------------------- pure functions
-def choose(scores: pd.DataFrame, queries, guard: pd.DataFrame | None = None, baseline: str | None = None) -> str:
+def _guards(guard) -> list[pd.DataFrame]:
+    return [] if guard is None else [guard] if isinstance(guard, pd.DataFrame) else list(guard)
+
+
+def choose(
+    scores: pd.DataFrame, queries, guard=None, baseline: str | None = None, alpha: float | None = None
+) -> str:
     """The column of ``scores`` (query x configuration) with the best mean over ``queries``.
-    With ``guard`` (same shape, another subset): only configurations whose guard mean is at least
-    ``baseline``'s on those queries qualify (the baseline always does). Ties: the first column."""
+    With ``guard`` (a matrix of another subset, or a list of them): only configurations that pass
+    each guard against ``baseline`` on those queries qualify (:func:`guard_pass`: a mean at least
+    the baseline's, or with ``alpha`` not significantly below it; the baseline always passes).
+    Ties: the first column."""
     means = scores.loc[scores.index.intersection(queries)].mean()
-    if guard is not None:
-        g = guard.loc[guard.index.intersection(queries)].mean()
-        ok = g >= g[baseline] - 1e-12
-        means = means[ok[means.index].to_numpy()]
-    return str(means.idxmax())
+    ok = pd.Series(True, index=means.index)
+    for g in _guards(guard):
+        d = g.loc[g.index.intersection(queries)].sub(g[baseline], axis=0).dropna()
+        passed = guard_pass(d.sum().to_numpy(), (d**2).sum().to_numpy(), float(len(d)), alpha)
+        ok &= pd.Series(passed, index=d.columns)[means.index]
+    return str(means[ok.to_numpy()].idxmax())
 
 
 def cross_validate(
     scores: pd.DataFrame,
     folds: pd.Series,
-    guard: pd.DataFrame | None = None,
+    guard=None,
     baseline: str | None = None,
     train: dict | None = None,
-    train_guard: dict | None = None,
+    train_guard: dict | list[dict] | None = None,
+    alpha: float | None = None,
 ) -> dict:
     """k-fold selection (module docstring). ``scores``: queries x configurations of the target
     subset (a query without positives in it is absent); ``folds``: fold of every query.
     ``train`` / ``train_guard`` (nested selection): per fold f, the matrices fold f's choice is
     made on, where a learned configuration's scores come from models that never saw f's labels
     (:func:`nested_matrix`); by default the choice is made on ``scores`` / ``guard``."""
-    held, held_guard, held_base, chosen, picks = [], [], [], [], {}
+    guards = _guards(guard)
+    by_fold = [] if train_guard is None else [train_guard] if isinstance(train_guard, dict) else list(train_guard)
+    held, chosen, picks = [], [], {}
+    held_guard: list[list] = [[] for _ in guards]
+    held_base: list[list] = [[] for _ in guards]
     for f in sorted(folds.unique()):
         train_q = folds.index[folds != f]
         test = folds.index[folds == f]
         on = train[f] if train is not None else scores
-        on_guard = train_guard[f] if train_guard is not None else guard
-        pick = choose(on, train_q, on_guard, baseline)
+        on_guard = [m[f] for m in by_fold] if by_fold else guards
+        pick = choose(on, train_q, on_guard or None, baseline, alpha)
         chosen.append(pick)
         picks.update(dict.fromkeys(test, pick))
         held.append(scores.loc[scores.index.intersection(test), pick])
-        if guard is not None:
-            held_guard.append(guard.loc[guard.index.intersection(test), pick])
-            held_base.append(guard.loc[guard.index.intersection(test), baseline])
+        for i, g in enumerate(guards):
+            held_guard[i].append(g.loc[g.index.intersection(test), pick])
+            held_base[i].append(g.loc[g.index.intersection(test), baseline])
     pooled = pd.concat(held)
-    selected = choose(scores, scores.index, guard, baseline)
+    selected = choose(scores, scores.index, guards or None, baseline, alpha)
     best = float(scores[selected].mean())
     estimate = float(pooled.mean())
     out = {
@@ -117,9 +134,9 @@ def cross_validate(
         "held_out": pooled,
         "picks": pd.Series(picks, name="configuration").sort_index(),
     }
-    if guard is not None:  # does the constraint hold on held-out queries too?
-        out["guard_cv_estimate"] = float(pd.concat(held_guard).mean())
-        out["guard_baseline"] = float(pd.concat(held_base).mean())
+    if guards:  # does the constraint hold on held-out queries too? (per guarding subset, in order)
+        out["guard_cv_estimate"] = [float(pd.concat(h).mean()) for h in held_guard]
+        out["guard_baseline"] = [float(pd.concat(b).mean()) for b in held_base]
     return out
 
 
@@ -133,13 +150,14 @@ def held_out_table(tables: dict[str, pd.DataFrame], picks: pd.Series) -> pd.Data
 def selection_tests(
     tables: dict[str, pd.DataFrame],
     target: pd.DataFrame,
-    guard: pd.DataFrame | None,
+    guard,
     fold: pd.Series,
     cv: dict,
     baseline: str,
     seed: int = 0,
     train: dict | None = None,
-    train_guard: dict | None = None,
+    train_guard: dict | list[dict] | None = None,
+    alpha: float | None = None,
 ) -> dict:
     """The held-out test of the cross-validated choice against the baseline, for the selection's
     subset and measure and for every other one, Holm-corrected over those, and the best-of-grid
@@ -159,11 +177,14 @@ def selection_tests(
     res = cv_test(
         diffs(target),
         fold,
-        None if guard is None else diffs(guard),
+        [diffs(g) for g in _guards(guard)] or None,
         {f"{m}/{s}": diffs(matrix(tables, s, m)) for s, m in pairs},
         seed,
         choose_by_fold=None if train is None else {f: diffs(x) for f, x in train.items()},
-        guard_by_fold=None if train_guard is None else {f: diffs(x) for f, x in train_guard.items()},
+        guard_by_fold=None
+        if train_guard is None
+        else [{f: diffs(x) for f, x in tg.items()} for tg in ([train_guard] if isinstance(train_guard, dict) else train_guard)],
+        alpha=alpha,
     )
     held = held_out_table(tables, cv["picks"])
     rows = []
@@ -301,9 +322,13 @@ def select(
     seed: int = 0,
     dataset=None,
     where=(),
+    guard_alpha: float | None = None,
 ) -> dict:
-    if subset not in SUBSETS or (guard is not None and guard not in SUBSETS):
-        raise SystemExit(f"subset={subset} guard={guard}: expected one of {SUBSETS}.")
+    guard_subsets = [g for g in (guard or "").split(",") if g]
+    if subset not in SUBSETS or any(g not in SUBSETS for g in guard_subsets):
+        raise SystemExit(f"subset={subset} guard={guard}: expected one of {SUBSETS} (guard: a comma-separated list).")
+    if guard_alpha is not None and not (0 < guard_alpha < 1 and guard_subsets):
+        raise SystemExit(f"guard_alpha={guard_alpha}: expected a level in (0, 1), with a guard= to apply it to.")
     baseline_where = baseline_filters() if baseline_where is None else baseline_where
     rows = sweep_rows(results, sweep, dataset, where)
     # A row whose ranker learned document identities (ltr.allow_identifying let it through) learned
@@ -319,7 +344,7 @@ def select(
         base = find(results, baseline, dataset, list(where) + list(baseline_where))
     tables = load(results, rows, base)
     target = matrix(tables, subset, metric)
-    guard_m = matrix(tables, guard, metric) if guard else None
+    guard_m = [matrix(tables, g, metric) for g in guard_subsets] or None
     all_q = matrix(tables, "ALL", metric).index
     judged = tables[base["tag"]]  # every table holds the same queries per subset (matrix checks it)
     _, with_out = from_scores(judged)
@@ -329,10 +354,12 @@ def select(
     if nested:  # nested selection: fold f's choice is made on scores no model trained on f made
         fs = sorted(fold.unique())
         train = {f: nested_matrix(tables, nested, subset, metric, f, fold) for f in fs}
-        if guard:
-            train_guard = {f: nested_matrix(tables, nested, guard, metric, f, fold) for f in fs}
-    cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None, train, train_guard)
-    significance = selection_tests(tables, target, guard_m, fold, cv, base["tag"], seed, train, train_guard)
+        if guard_subsets:
+            train_guard = [{f: nested_matrix(tables, nested, g, metric, f, fold) for f in fs} for g in guard_subsets]
+    cv = cross_validate(target, fold, guard_m, base["tag"] if guard else None, train, train_guard, guard_alpha)
+    significance = selection_tests(
+        tables, target, guard_m, fold, cv, base["tag"], seed, train, train_guard, guard_alpha
+    )
     cv.pop("picks"), cv.pop("held_out")
     by_tag = {r["tag"]: r for r in rows + [base]}
     chosen = by_tag[cv["selected"]]
@@ -341,6 +368,7 @@ def select(
         "metric": metric,
         "subset": subset,
         "guard": guard,
+        "guard_alpha": guard_alpha,
         "folds": folds,
         "seed": seed,
         "configurations": len(tables),
@@ -362,7 +390,11 @@ def select(
 
 
 def format_summary(out: dict) -> str:
-    g = f", guard {out['guard']} >= baseline" if out["guard"] else ""
+    g = ""
+    if out["guard"]:
+        g = f", guard {out['guard']} >= baseline"
+        if out.get("guard_alpha") is not None:
+            g = f", guard {out['guard']} not significantly below baseline (one-sided paired t, alpha {out['guard_alpha']})"
     h, b = out["held_out_test"], out["best_of_grid_test"]
     lines = [
         f"select: sweep {out['sweep']}, {out['configurations']} configurations, {out['folds']}-fold CV (seed "
@@ -378,11 +410,10 @@ def format_summary(out: dict) -> str:
         f"  best of grid vs baseline  delta {b['delta']:+.4f}, p = {b['p_max_statistic']:.3g} corrected for "
         f"{b['candidates']} candidates (max-statistic sign-flip test, one-sided)",
     ]
-    if out.get("guard_cv_estimate") is not None:
-        lines.append(
-            f"  guard {out['guard']} held out          {out['guard_cv_estimate']:.4f} vs baseline "
-            f"{out['guard_baseline']:.4f} on the same queries"
-        )
+    for name, est, base in zip(
+        (out.get("guard") or "").split(","), out.get("guard_cv_estimate") or [], out.get("guard_baseline") or []
+    ):
+        lines.append(f"  guard {name:4s} held out        {est:.4f} vs baseline {base:.4f} on the same queries")
     if out.get("nested"):
         lines.append(
             f"  nested                    {len(out['nested'])} learned rows: each fold's choice made on scores of "
@@ -411,10 +442,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         usage="python -m harness.select sweep=NAME [folds=5] [metric=nDCG@100] "
-        "[subset=ALL|IN|OUT] [guard=ALL] [baseline=rrf_doc] [seed=0] "
+        "[subset=ALL|IN|OUT] [guard=ALL[,IN]] [guard_alpha=0.05] [baseline=rrf_doc] [seed=0] "
         "[--dataset D] [--where KEY=VALUE ...]",
     )
-    ap.add_argument("settings", nargs="*", help="KEY=VALUE: sweep, folds, metric, subset, guard, baseline, seed")
+    ap.add_argument("settings", nargs="*", help="KEY=VALUE: sweep, folds, metric, subset, guard, guard_alpha, baseline, seed")
     ap.add_argument("--dataset", default=None)
     ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument(
@@ -429,7 +460,7 @@ def main(argv=None) -> int:
         "--out", type=Path, default=None, help="JSON file (default runs/report/<sweep>/select-<subset>.json)"
     )
     a = ap.parse_args(argv)
-    known = {"sweep", "folds", "metric", "subset", "guard", "baseline", "seed"}
+    known = {"sweep", "folds", "metric", "subset", "guard", "guard_alpha", "baseline", "seed"}
     opts = {}
     for s in a.settings:
         k, _, v = s.partition("=")
@@ -444,6 +475,10 @@ def main(argv=None) -> int:
     if int(opts.get("seed", 0)) < 0:
         ap.error(f"seed={opts['seed']}: expected an integer >= 0 (it seeds the folds and the resampling)")
 
+    try:
+        alpha = float(opts["guard_alpha"]) if "guard_alpha" in opts else None
+    except ValueError:
+        ap.error(f"guard_alpha={opts['guard_alpha']!r}: expected a number in (0, 1), e.g. 0.05")
     results = a.results or default_results()
     try:
         out = select(
@@ -458,6 +493,7 @@ def main(argv=None) -> int:
             int(opts.get("seed", 0)),
             a.dataset,
             a.where,
+            alpha,
         )
     except ValueError as e:
         print(f"select: {e}", file=sys.stderr)

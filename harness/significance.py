@@ -31,12 +31,30 @@ BOOTSTRAP = 2_000
 CHUNK = 1_000  # resamples per matrix product: bounds memory at DAPFAM's 1,247 queries
 
 
+def guard_pass(sums: np.ndarray, squares: np.ndarray, counts: np.ndarray, alpha: float | None) -> np.ndarray:
+    """Which configurations a guard lets through, from their per-query differences to the baseline
+    (sums, sums of squares and counts over the queries the guard's subset scores). ``alpha`` None:
+    a mean not below the baseline's. Otherwise: not *significantly* below it, by a one-sided
+    paired t-test at ``alpha`` (``scipy.stats.ttest_rel(..., alternative="less")``'s p >= alpha,
+    written out so that it runs over thousands of resamples at once)."""
+    if alpha is None:
+        return sums >= -1e-9
+    from scipy.stats import t as student_t
+
+    n = np.maximum(counts, 2.0)
+    mean = sums / n
+    se = np.sqrt(np.maximum(squares - n * mean**2, 0.0) / (n - 1) / n)
+    tstat = np.where(se > 1e-15, mean / np.where(se > 1e-15, se, 1.0), np.where(mean >= -1e-12, 0.0, -np.inf))
+    return tstat >= student_t.ppf(alpha, n - 1)
+
+
 def _held_out_deltas(
     weights: np.ndarray,
     choose_on: np.ndarray | dict,
     evaluate: list[tuple[np.ndarray, np.ndarray]],
     folds: np.ndarray,
-    guard: np.ndarray | dict | None,
+    guard: list[tuple[np.ndarray | dict, np.ndarray]] | None,
+    alpha: float | None = None,
 ) -> np.ndarray:
     """Held-out mean differences of the cross-validated choice, one row per weight vector.
 
@@ -44,7 +62,8 @@ def _held_out_deltas(
     ``choose_on`` / ``guard``: queries x configurations of (configuration - baseline), 0 where a
     query is not scored; ``evaluate``: (differences, scored mask) per reported subset and measure.
     The choice per fold is the largest weighted sum over the training folds (the best mean: every
-    configuration has the same queries), among configurations whose guard sum is not negative.
+    configuration has the same queries), among configurations that pass every guard
+    (:func:`guard_pass`; ``guard``: per guarding subset, its differences and its scored mask).
     ``choose_on`` / ``guard`` may be per fold (a dict: nested selection, each fold's choice made on
     its own matrix)."""
     out = np.zeros((weights.shape[0], len(evaluate)))
@@ -53,9 +72,11 @@ def _held_out_deltas(
         train, test = folds != f, folds == f
         on = choose_on[f] if isinstance(choose_on, dict) else choose_on
         sums = weights[:, train] @ on[train]
-        if guard is not None:
-            g = guard[f] if isinstance(guard, dict) else guard
-            sums = np.where(weights[:, train] @ g[train] >= -1e-9, sums, -np.inf)
+        for g_all, mask in guard or ():
+            g = g_all[f] if isinstance(g_all, dict) else g_all
+            w = weights[:, train]
+            ok = guard_pass(w @ g[train], np.abs(w) @ g[train] ** 2, (np.abs(w) @ mask[train])[:, None], alpha)
+            sums = np.where(ok, sums, -np.inf)
         pick = np.argmax(sums, axis=1)
         for j, (diff, _) in enumerate(evaluate):
             out[:, j] += (weights[:, test] @ diff[test])[rows, pick]
@@ -71,19 +92,21 @@ def _frame(diffs: pd.DataFrame, queries: pd.Index) -> tuple[np.ndarray, np.ndarr
 def cv_test(
     choose_on: pd.DataFrame,
     folds: pd.Series,
-    guard: pd.DataFrame | None = None,
+    guard: pd.DataFrame | list[pd.DataFrame] | None = None,
     evaluate: dict[str, pd.DataFrame] | None = None,
     seed: int = 0,
     resamples: int = RESAMPLES,
     bootstrap: int = BOOTSTRAP,
     choose_by_fold: dict | None = None,
-    guard_by_fold: dict | None = None,
+    guard_by_fold: dict | list[dict] | None = None,
+    alpha: float | None = None,
 ) -> dict[str, dict]:
     """Selection-aware test of the cross-validated choice against the baseline.
 
     All frames are queries x configurations of (configuration - baseline) per query, NaN where a
     query has no score (no positives in that subset). ``choose_on``: what the choice maximises;
-    ``guard``: a constraint (mean not below the baseline's); ``evaluate``: further subsets and
+    ``guard``: a constraint, or a list of them, one per guarding subset (mean not below the
+    baseline's; with ``alpha``, not significantly below: :func:`guard_pass`); ``evaluate``: further subsets and
     measures to report for the same choice. ``folds``: the fold of every query. Returns, for
     ``"target"`` (= ``choose_on``) and each ``evaluate`` entry: held-out ``delta``, ``ci95_low``,
     ``ci95_high``, ``p`` (two-sided) and ``queries``. ``choose_by_fold`` / ``guard_by_fold``
@@ -95,14 +118,19 @@ def cv_test(
     frames = [choose_on, *(evaluate or {}).values()]
     evals = [_frame(f[choose_on.columns], queries) for f in frames]
     target = evals[0][0]
-    g: np.ndarray | dict | None = _frame(guard[choose_on.columns], queries)[0] if guard is not None else None
+    guards = [] if guard is None else [guard] if isinstance(guard, pd.DataFrame) else list(guard)
+    by_fold = [] if guard_by_fold is None else [guard_by_fold] if isinstance(guard_by_fold, dict) else guard_by_fold
+    g: list = []
+    for i, frame in enumerate(guards):
+        values, mask = _frame(frame[choose_on.columns], queries)
+        if by_fold:
+            values = {f: _frame(m[choose_on.columns], queries)[0] for f, m in by_fold[i].items()}
+        g.append((values, mask))
     on: np.ndarray | dict = target
     if choose_by_fold is not None:
         on = {f: _frame(m[choose_on.columns], queries)[0] for f, m in choose_by_fold.items()}
-    if guard_by_fold is not None:
-        g = {f: _frame(m[choose_on.columns], queries)[0] for f, m in guard_by_fold.items()}
     fold = folds.to_numpy()
-    args = (on, evals, fold, g)
+    args = (on, evals, fold, g or None, alpha)
     observed = _held_out_deltas(np.ones((1, len(queries))), *args)[0]
     rng = np.random.default_rng(seed)
     null_parts: list[np.ndarray] = []

@@ -63,6 +63,31 @@ def test_guard_keeps_only_configurations_not_worse_than_the_baseline():
     assert S.choose(out_scores, q, all_scores, "base") == "fair"
 
 
+def test_significance_guard_is_scipys_one_sided_paired_t_test():
+    """guard_alpha: a configuration passes when scipy's ttest_rel(config, base, alternative="less")
+    gives p >= alpha; the vectorised form in harness.significance agrees with scipy on every column,
+    and several guarding subsets must all pass."""
+    from scipy.stats import ttest_rel
+
+    from harness.significance import guard_pass
+
+    rng = np.random.default_rng(3)
+    q = [f"q{i}" for i in range(40)]
+    base = rng.random(40)
+    cols = {"base": base, **{f"c{j}": base + rng.normal(-0.05 + 0.01 * j, 0.1, 40) for j in range(8)}}
+    m = pd.DataFrame(cols, index=q)
+    d = m.sub(m["base"], axis=0)
+    got = guard_pass(d.sum().to_numpy(), (d**2).sum().to_numpy(), 40.0, 0.05)
+    want = [c == "base" or ttest_rel(m[c], m["base"], alternative="less").pvalue >= 0.05 for c in m]
+    assert list(got) == want and 0 < sum(want) < len(want)  # both outcomes occur
+    target = pd.DataFrame(dict.fromkeys(m, 0.0) | {c: [1.0 + j] * 40 for j, c in enumerate(m)}, index=q)
+    best_passing = max((c for c, ok in zip(m, want) if ok), key=lambda c: target[c].mean())
+    assert S.choose(target, q, m, "base", alpha=0.05) == best_passing
+    # a second guard that only the baseline passes leaves the baseline
+    strict = pd.DataFrame({c: (base if c == "base" else base - 1.0) for c in m}, index=q)
+    assert S.choose(target, q, [m, strict], "base", alpha=0.05) == "base"
+
+
 def test_holm_matches_the_formula():
     p = np.random.default_rng(2).random(6) ** 3
     order = np.argsort(p)
