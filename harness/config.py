@@ -191,6 +191,7 @@ class EncoderConf:
     device: str = "auto"
     dtype: DType = DType.auto
     trust_remote_code: bool = False
+    train: Optional[str] = None  # fine-tune on judgments: crossfit (folds of this dataset) | a DAPFAM-format folder | mini
 
 
 @dataclass
@@ -256,6 +257,26 @@ class LTRConf:
 
 
 @dataclass
+class FinetuneConf:
+    """How an encoder is fine-tuned where ``encoder.train`` is set (harness.tuned, conf/finetune/mnrl.yaml)."""
+
+    loss: str = "mnrl"
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 2e-5
+    warmup: float = 0.1
+    seed: int = 0
+    negatives: str = "in_batch"  # in_batch | mined
+    mine_depth: int = 30
+    out_weight: int = 1
+    max_steps: int = 0
+    dtype: str = "float32"  # float32 | bfloat16 | auto
+    folds: int = 5
+    identity: bool = True
+    leakage: str = "refuse"  # refuse | drop
+
+
+@dataclass
 class RerankConf:
     """Domain-aware re-ranking of the final run (harness.rerank)."""
 
@@ -303,6 +324,7 @@ class Config:
     query_reduction: Optional[QueryReductionConf] = None
     ltr: Optional[LTRConf] = None
     rerank: Optional[RerankConf] = None
+    finetune: Optional[FinetuneConf] = None
     passage: PassageConf = field(default_factory=PassageConf)
     search: SearchConf = field(default_factory=SearchConf)
     index: IndexConf = field(default_factory=IndexConf)
@@ -391,6 +413,37 @@ def check_bm25(b) -> None:
 def check_encoder(e) -> None:
     _positive_int(e.max_length, "encoder.max_length")
     _positive_int(e.batch_size, "encoder.batch_size")
+
+
+def check_finetune(cfg) -> None:
+    """``encoder.train`` and the ``finetune`` group: document level, unsharded, known choices."""
+    train = cfg.encoder.get("train")
+    if not train:
+        return
+    if str(cfg.granularity) != "document":
+        raise ConfigError(
+            f"encoder.train={train}: fine-tuned encoders run at document level (a passage's judgments are its "
+            f"family's). Fix: granularity=document."
+        )
+    if int(cfg.shards) > 1:
+        raise ConfigError(f"encoder.train={train}: fine-tuned encodings are not sharded. Fix: shards=1.")
+    ft = cfg.get("finetune")
+    if ft is None:
+        return
+    choices = {"loss": ("mnrl",), "negatives": ("in_batch", "mined"), "dtype": ("float32", "bfloat16", "auto"),
+               "leakage": ("refuse", "drop")}
+    for k, allowed in choices.items():
+        if str(ft[k]) not in allowed:
+            raise ConfigError(f"finetune.{k}={ft[k]}: expected one of {list(allowed)}.")
+    for k in ("epochs", "batch_size", "mine_depth", "out_weight", "folds"):
+        _positive_int(ft[k], f"finetune.{k}")
+    if ft.batch_size < 2:
+        raise ConfigError(f"finetune.batch_size={ft.batch_size}: in-batch negatives need at least 2. Fix: 16.")
+    if not (0 < float(ft.learning_rate) < 1) or not (0 <= float(ft.warmup) < 1) or int(ft.max_steps) < 0:
+        raise ConfigError(
+            f"finetune: learning_rate={ft.learning_rate} (0..1), warmup={ft.warmup} (0..1), max_steps="
+            f"{ft.max_steps} (>= 0): one is out of range. Fix: conf/finetune/mnrl.yaml's values."
+        )
 
 
 def check_fusion(f, search) -> None:
@@ -595,6 +648,7 @@ def check(cfg) -> list[str]:
     _positive_int(cfg.index.threads, "index.threads")  # also the number of pipes a streamed BM25 build feeds
     check_bm25(cfg.bm25)
     check_encoder(cfg.encoder)
+    check_finetune(cfg)
     if cfg.fusion is not None:
         check_fusion(cfg.fusion, cfg.search)
     if cfg.prf is not None:
@@ -629,7 +683,7 @@ def check_sharding(cfg) -> None:
 
 
 # ----------------------------------------------------------------------- overrides of unselected groups
-OPTIONAL_GROUPS = ("prf", "dense_prf", "rerank", "fusion", "query_reduction", "ltr")
+OPTIONAL_GROUPS = ("prf", "dense_prf", "rerank", "fusion", "query_reduction", "ltr", "finetune")
 
 
 def unselected_group_keys(overrides: list[str]) -> str | None:

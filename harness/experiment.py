@@ -29,7 +29,7 @@ from functools import cached_property
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import aggregate, evaluate, fast_tier_guard, faults, fuse, ltr, manifest, rerank, search, stage  # noqa: F401  (ltr, rerank: registered transforms)
+from . import aggregate, evaluate, fast_tier_guard, faults, fuse, ltr, manifest, rerank, search, stage, tuned  # noqa: F401  (ltr, rerank: registered transforms)
 from .artifact import Artifact
 from .backends import get as backend
 from .backends.dense import make_encoder, resolve_dtype
@@ -258,6 +258,8 @@ def run_experiment(cfg: DictConfig, dataset: Dataset, store: Store | None = None
         **exp.timings(),
         **{f"queries_{s}": meta["queries"].get(s) for s in ("ALL", "IN", "OUT")},
         **encoder_dtype(cfg, exp.nodes),
+        # a fine-tuned encoder's identity check and the never-shown view (harness.tuned), where one ran
+        **tuned.row_columns(exp.store, exp.nodes, exp.store.path(run) / "run.trec", dataset),
         "run_file": str(exp.store.path(run) / "run.trec"),
         "scores_key": scores.key,
         "config": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),

@@ -37,6 +37,8 @@ LUCENE_SHARD = "lucene_shard"
 EMBEDDINGS = "embeddings"
 EMBEDDING_SHARD = "embedding_shard"
 FAISS = "faiss"
+ENCODER_MODEL = "encoder_model"
+ENCODER_IDENTITY = "encoder_identity"
 UNIT_RUN = "unit_run"
 FAMILY_RUN = "family_run"
 FUSED_RUN = "fused_run"
@@ -54,6 +56,7 @@ BUILTIN = (
     "harness.passages",
     "harness.backends.bm25",
     "harness.backends.dense",
+    "harness.tuned",
     "harness.shards",
     "harness.search",
     "harness.aggregate",
@@ -134,8 +137,10 @@ ORDER = (
     LUCENE_SHARD,
     LUCENE,
     EMBEDDING_SHARD,
+    ENCODER_MODEL,
     EMBEDDINGS,
     FAISS,
+    ENCODER_IDENTITY,
     UNIT_RUN,
     FAMILY_RUN,
     FUSED_RUN,

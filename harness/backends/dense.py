@@ -49,6 +49,16 @@ from ..store import MissingFiles
 log = logging.getLogger(__name__)
 
 # Versions of this module's builders (harness.env): bump when a change alters what they write.
+# The fine-tuned encoders' index and search (harness.tuned installs itself here when the registry
+# loads the built-in stages: dense never imports it, so the two cannot form a circle).
+TUNED = None
+
+
+def tuned():
+    stage.get(stage.ENCODER_MODEL)  # loads the built-in stages, harness.tuned among them
+    return TUNED
+
+
 EMBED_VERSION = 1
 FAISS_VERSION = 1
 SEARCH_VERSION = 1
@@ -439,6 +449,8 @@ class Dense:
 
     def index(self, ctx: Context, units: Artifact) -> Artifact:
         e = ctx.cfg.encoder
+        if e.get("train"):  # a fine-tuned encoder (encoder.train): one model per fold, each keyed
+            return tuned().index(ctx, units)
         params = {**encoder_params(e), "doc_prefix": e.doc_prefix or ""}
         whole = units.params["granularity"] == "document"
         if shards.count(ctx.cfg) > 1:  # encoded in shards, then concatenated (harness.shards)
@@ -491,6 +503,8 @@ class Dense:
         return out
 
     def search(self, ctx: Context, index: Artifact, topics: dict[str, str], params: dict):
+        if "folds" in index.params:  # each fine-tuned model's queries in its own sub-index
+            return tuned().search(ctx, index, topics, params["query_prefix"], params["depth"], params.get("prf"))
         return search(
             ctx.store.path(index),
             topics,
@@ -504,7 +518,8 @@ class Dense:
 
 def encoder_params(e) -> dict:
     """What makes an encoder's vectors: model, revision, pooling, norm, length and dtype (the one
-    that runs: auto never keys)."""
+    that runs: auto never keys). A fine-tuned encoder's model is a parent artifact
+    (:mod:`harness.tuned`)."""
     return {
         "model": e.model,
         "revision": e.revision,
