@@ -21,6 +21,7 @@ BENCHES = [
     (["query_time.py"], ["RATIO bm25 ms/query first row/same search again"]),
     (["indexing.py"], ["RATIO passaging+indexing harness/IndexCollection"]),
     (["encoding.py"], ["RATIO encoding minilm harness auto/ST float32"]),
+    (["finetune.py"], ["RATIO finetune minilm harness auto/ST float32"]),
     (
         ["sweep_rerun.py", "dataset.params.n_docs=200", "dataset.params.n_queries=15"],
         ["RATIO sweep rerun cached/fresh"],

@@ -23,10 +23,10 @@ deletes what is used:
 A missing or unreadable results table makes gc refuse rather than take every artifact for garbage
 (where there are artifacts: an empty root lists nothing).
 
-    python -m harness.store gc                        # list what would go, with sizes
-    python -m harness.store gc --yes                  # delete it
-    python -m harness.store gc sweep=paper            # also keep what the paper sweep would use
-    python -m harness.store gc --drop-stale --yes     # also drop rows the harness would re-key
+    python -m harness.collect gc                        # list what would go, with sizes
+    python -m harness.collect gc --yes                  # delete it
+    python -m harness.collect gc sweep=paper            # also keep what the paper sweep would use
+    python -m harness.collect gc --drop-stale --yes     # also drop rows the harness would re-key
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from .sweep import DatasetCache, expand, load_sweep, plan, split_args
 log = logging.getLogger(__name__)
 
 USAGE = (
-    "usage: python -m harness.store gc [--yes] [--drop-stale] [results=PATH] [sweep=NAME [overrides...]]\n"
+    "usage: python -m harness.collect gc [--yes] [--drop-stale] [results=PATH] [sweep=NAME [overrides...]]\n"
     "  lists the artifacts nothing uses and no current key reaches; --yes deletes them (harness/collect.py)"
 )
 
@@ -367,3 +367,7 @@ def main(argv: list[str]) -> int:
                 f"under other keys): {tags}. --drop-stale drops them and their reports."
             )
     return 0
+
+
+if __name__ == "__main__":  # python -m harness.collect gc [--yes]
+    sys.exit(main(sys.argv[1:]))

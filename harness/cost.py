@@ -68,7 +68,7 @@ def sizes(ds, root: Path) -> dict:
     """Characters per field of corpus and queries, family and query counts (cached per fingerprint)."""
     cache = Path(root) / "indexes" / "sizes.json"
     known = _read(cache)
-    if ds.fingerprint in known:
+    if "positives" in known.get(ds.fingerprint, {}):
         return known[ds.fingerprint]
     cols = {f: c for c, f in FIELD_OF.items() if c in S.CORPUS_COLUMNS}
     chars: Counter[str] = Counter()
@@ -80,6 +80,7 @@ def sizes(ds, root: Path) -> dict:
     out = {
         "families": ds.n_docs,
         "queries": len(q),
+        "positives": int(len(ds.positives)),  # what fine-tuning trains on
         "chars": dict(chars),
         "query_chars": {f: int(q[c].fillna("").astype(str).str.len().sum()) for f, c in qcols.items()},
     }
@@ -440,6 +441,12 @@ def estimate(
             if by_encoder is not None and ident is not None:
                 by_encoder[ident] = by_encoder.get(ident, 0.0) + seconds
             reached(n.kind, length + 2)
+        elif model == "finetune":  # a fine-tuned encoder (harness.tuned): its training steps
+            seconds = finetune_seconds(n, size, c, gpu)
+            out[n.kind] += seconds
+            if by_encoder is not None:
+                ident = encoder_id({**n.params, "dtype": _train_dtype(n)})
+                by_encoder[ident] = by_encoder.get(ident, 0.0) + seconds
         elif model == "flat_index":
             out[n.kind] += 0.05
         elif model == "search":
@@ -478,6 +485,34 @@ def shard_walls(nodes, missing: set, size: dict, c: dict, cfg) -> dict[str, tupl
         k, each, wall = out.get(kind, (0, 0.0, 0.0))
         out[kind] = (k + len(secs), max(each, max(secs)), wall + max(secs))
     return out
+
+
+# Seconds of a training step per pair over seconds of encoding its texts at inference: the backward
+# pass and the optimiser on top of the forward one (measured: docs/benchmarks.md#fine-tuning).
+TRAIN_FACTOR = 3.0
+
+
+def _train_dtype(n) -> str:
+    return str(n.params["finetune"]["dtype"])  # resolved when keyed (harness.tuned.train_dtype)
+
+
+def finetune_seconds(n, size: dict, c: dict, gpu: float = 1.0) -> float:
+    """A fine-tuned encoder's training: each pair's query and document (and mined negative) through
+    the model and back, ``TRAIN_FACTOR`` times their encoding, for every epoch; a cross-fitted fold
+    trains on the other folds' share of the positives. Priced with the encoder's own calibration
+    at the training dtype where it was timed."""
+    p, ft = n.params, n.params["finetune"]
+    ce = c.get("encoders", {}).get(encoder_id({**p, "dtype": _train_dtype(n)}), c)
+    cpt, length = c["chars_per_token"], int(p["max_length"])
+    nq, fam = max(1, size["queries"]), max(1, size["families"])
+    q_len = min(view_chars(size, str(ft["query_fields"]), query=True) / nq / cpt, length)
+    d_len = min(view_chars(size, p["target_view"]) / fam / cpt, length)
+    share = (int(ft["folds"]) - 1) / int(ft["folds"]) if p["train"] == "crossfit" else 1.0
+    pairs = size.get("positives", 5 * nq) * share * int(ft["epochs"])
+    if ft["max_steps"]:
+        pairs = min(pairs, int(ft["max_steps"]) * int(ft["batch_size"]))
+    texts = seq_seconds(ce, q_len + 2, gpu) + seq_seconds(ce, d_len + 2, gpu) * (2 if ft["negatives"] == "mined" else 1)
+    return TRAIN_FACTOR * pairs * texts + ce["model_load_s"]
 
 
 def _depth(family_run) -> int:

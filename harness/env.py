@@ -15,7 +15,7 @@ the software it calls. Each stage's key includes its ``env`` (:class:`harness.st
   name ir_measures and pytrec_eval.
 
 Versions are read from the installed distributions (and, for Lucene, from the running JVM), so an
-upgrade is seen without anyone bumping anything; ``python -m harness.store gc`` lists what the
+upgrade is seen without anyone bumping anything; ``python -m harness.collect gc`` lists what the
 old keys left behind.
 """
 

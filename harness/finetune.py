@@ -29,8 +29,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from . import ipc
+from .console import inner_bars
 
 log = logging.getLogger("harness.finetune")
 
@@ -83,7 +85,13 @@ def batches(ex: pd.DataFrame, batch_size: int, seed: int) -> list[list[int]]:
 
 
 def mine(
-    q_emb: np.ndarray, qids: list[str], d_emb: np.ndarray, dids: list[str], positives: pd.DataFrame, depth: int, seed: int
+    q_emb: np.ndarray,
+    qids: list[str],
+    d_emb: np.ndarray,
+    dids: list[str],
+    positives: pd.DataFrame,
+    depth: int,
+    seed: int,
 ) -> dict[tuple[str, str], str]:
     """One hard negative per positive pair: a random document among the query's top ``depth`` by
     the base encoder that is not one of its positives."""
@@ -159,10 +167,7 @@ def train(
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
-    from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
-
-    from .console import inner_bars
 
     if ex.empty:
         raise ValueError("fine-tuning: no training pair has both texts. Fix: train on judgments whose texts exist.")

@@ -32,6 +32,9 @@ from functools import cached_property
 
 import pandas as pd
 
+from .data import schema as S
+from .data import views as V
+
 _NON_WORD = re.compile(r"[\W_]+")
 
 
@@ -136,6 +139,12 @@ def check(result: Audit, what: str, drop: bool = False) -> None:
             f"answers it is scored on. Fix: train on other queries (python -m harness.data.split makes two "
             f"halves of a dataset whose queries are never documents)."
         )
+
+
+def judged(ds) -> Judged:
+    """A dataset's judgments as the audit reads them: TA texts of queries and documents."""
+    pos = ds.positives.rename(columns={S.DOC_ID: "doc_id"})[[S.QUERY_ID, "doc_id"]]
+    return Judged(V.query_texts(ds.queries, "TA"), dict(V.target_texts(ds.corpus, "TA")), pos)
 
 
 def without_overlap(train: Judged, scored: Judged) -> pd.DataFrame:

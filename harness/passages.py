@@ -247,4 +247,12 @@ def read_units(folder: Path) -> Iterator[dict]:
             yield json.loads(line)
 
 
-STAGE = register(Stage(stage.UNITS, "indexes", "unit sets (views x granularity)", VERSION, cost="passaging"))
+def check_settings(cfg) -> None:
+    """``passage.length`` / ``passage.stride``, where passages are cut."""
+    if str(cfg.granularity) == "passage":
+        check(cfg.passage.length, cfg.passage.stride)
+
+
+STAGE = register(
+    Stage(stage.UNITS, "indexes", "unit sets (views x granularity)", VERSION, cost="passaging", check=check_settings)
+)

@@ -17,6 +17,8 @@ it never searches again. Its price is visible in the report: OUT rises as IN fal
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import pandas as pd
@@ -24,6 +26,7 @@ import pandas as pd
 from . import ipc, stage
 from .artifact import Artifact
 from .data import schema as S
+from .errors import ConfigError, number
 from .naming import inner_stem, tag
 from .runs import read_trec, top_k, with_ranks, write_trec
 from .stage import Context, Stage, register
@@ -93,6 +96,28 @@ def reranked_columns(params: dict | None) -> dict:
     return {"rerank": params["method"] if params else None, "rerank_weight": params["weight"] if params else None}
 
 
+class RerankMethod(StrEnum):
+    ipc3_disjoint = "ipc3_disjoint"
+
+
+@dataclass
+class RerankConf:
+    """Domain-aware re-ranking of the final run (the ``rerank`` group)."""
+
+    method: RerankMethod = RerankMethod.ipc3_disjoint
+    weight: float = 0.1
+    k: int = 60
+
+
+def check(cfg) -> None:
+    r = cfg.get("rerank")
+    if r is None:
+        return
+    number(r.weight, "rerank.weight", 0.0, hint=" (0 leaves the run as it is)")
+    if r.k < 0:
+        raise ConfigError(f"rerank.k={r.k}: expected a non-negative integer (RRF's constant).")
+
+
 STAGE = register(
     Stage(
         stage.RERANKED_RUN,
@@ -109,5 +134,7 @@ STAGE = register(
         system=" + IPC3 re-rank",
         in_fused_input="re-ranked on its own",
         cost="transform",
+        schema=RerankConf,
+        check=check,
     )
 )

@@ -72,9 +72,7 @@ def _guards(guard) -> list[pd.DataFrame]:
     return [] if guard is None else [guard] if isinstance(guard, pd.DataFrame) else list(guard)
 
 
-def choose(
-    scores: pd.DataFrame, queries, guard=None, baseline: str | None = None, alpha: float | None = None
-) -> str:
+def choose(scores: pd.DataFrame, queries, guard=None, baseline: str | None = None, alpha: float | None = None) -> str:
     """The column of ``scores`` (query x configuration) with the best mean over ``queries``.
     With ``guard`` (a matrix of another subset, or a list of them): only configurations that pass
     each guard against ``baseline`` on those queries qualify (:func:`guard_pass`: a mean at least
@@ -183,7 +181,10 @@ def selection_tests(
         choose_by_fold=None if train is None else {f: diffs(x) for f, x in train.items()},
         guard_by_fold=None
         if train_guard is None
-        else [{f: diffs(x) for f, x in tg.items()} for tg in ([train_guard] if isinstance(train_guard, dict) else train_guard)],
+        else [
+            {f: diffs(x) for f, x in tg.items()}
+            for tg in ([train_guard] if isinstance(train_guard, dict) else train_guard)
+        ],
         alpha=alpha,
     )
     held = held_out_table(tables, cv["picks"])
@@ -445,7 +446,9 @@ def main(argv=None) -> int:
         "[subset=ALL|IN|OUT] [guard=ALL[,IN]] [guard_alpha=0.05] [baseline=rrf_doc] [seed=0] "
         "[--dataset D] [--where KEY=VALUE ...]",
     )
-    ap.add_argument("settings", nargs="*", help="KEY=VALUE: sweep, folds, metric, subset, guard, guard_alpha, baseline, seed")
+    ap.add_argument(
+        "settings", nargs="*", help="KEY=VALUE: sweep, folds, metric, subset, guard, guard_alpha, baseline, seed"
+    )
     ap.add_argument("--dataset", default=None)
     ap.add_argument("--where", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument(

@@ -78,8 +78,13 @@ class Stage:
     run of this kind (run stages only); ``columns(params)`` gives its results columns from its
     params, or their empty values from ``None``. ``cost`` names the model :mod:`harness.cost`
     prices it with (``free``, ``passaging``, ``bm25_index``, ``encoding``, ``flat_index``,
-    ``search``, ``aggregation``, ``transform``: rows of its parents' runs, ``scoring``); ``timings`` maps a results column (``index_seconds`` ...) to the ``meta.json``
-    fields that feed it, the first present counting."""
+    ``search``, ``aggregation``, ``transform``: rows of its parents' runs, ``finetune``: training
+    steps, ``scoring``); ``timings`` maps a results column (``index_seconds`` ...) to the ``meta.json``
+    fields that feed it, the first present counting. ``schema`` and ``check``: the stage's own
+    settings, declared here so that :mod:`harness.settings` and :func:`harness.config.check` need not
+    import the stage: the dataclass of its group, and the refusals a type cannot express
+    (:func:`harness.config.check` calls every stage's; each returns where its settings are not
+    chosen)."""
 
     kind: str
     root: str  # "indexes" (shared inputs of runs) or "runs": the store's top-level folder
@@ -98,6 +103,8 @@ class Stage:
     requires: Callable[[Any], list[tuple[str, list[str], str]]] | None = None  # (part, columns, why) its group reads
     cost: str = "transform"
     timings: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    schema: type | None = None  # the dataclass of its group's settings (harness.settings adds it to Config)
+    check: Callable[[Any], None] | None = None  # check(cfg): ranges and combinations (it returns where unused)
 
 
 _REGISTRY: dict[str, Stage] = {}

@@ -4,7 +4,7 @@ An artifact's key is a short hash of its kind, its own parameters, its parents' 
 ``env`` (the stage's code version and the software versions that change its bytes,
 :mod:`harness.env`), so two experiments that share a prefix of the data path share those
 artifacts: one index serves every query view, aggregation and fusion built on it; one passage run
-serves all four aggregations. An upgrade makes new keys; ``python -m harness.store gc`` lists and
+serves all four aggregations. An upgrade makes new keys; ``python -m harness.collect gc`` lists and
 removes what the old ones left (:mod:`harness.collect`).
 
 Only this module decides where things live under ``indexes/`` and ``runs/``. A builder writes
@@ -429,11 +429,3 @@ def _tree_bytes(folder: Path) -> int:
 
 def _size(n: int) -> str:
     return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
-
-
-if __name__ == "__main__":  # python -m harness.store gc [--dry-run]
-    import sys
-
-    from harness.collect import main
-
-    sys.exit(main(sys.argv[1:]))

@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf, open_dict
 
@@ -39,8 +39,9 @@ from .artifact import Artifact
 from .backends import dense
 from .data import schema as S
 from .data import views as V
-from .errors import ConfigError
+from .errors import ConfigError, positive_int
 from .folds import from_judgments, query_folds
+from .runs import read_trec
 from .stage import Context, Stage, register
 
 log = logging.getLogger("harness.tuned")
@@ -60,10 +61,11 @@ DEFAULTS = {  # conf/finetune/mnrl.yaml's values: what encoder.train uses withou
     "mine_depth": 30,
     "out_weight": 1,
     "max_steps": 0,
-    "dtype": "float32",
+    "dtype": "auto",
     "folds": 5,
     "identity": True,
     "leakage": "refuse",
+    "query_fields": "TA",
 }
 
 
@@ -74,24 +76,24 @@ def settings(cfg) -> dict:
     return {**DEFAULTS, **given}
 
 
+def train_dtype(cfg) -> str:
+    """The dtype fine-tuning runs in: ``finetune.dtype``, ``auto`` resolved as ``encoder.dtype=auto``
+    is (bfloat16 autocast where the device computes it natively, else float32)."""
+    asked = str(settings(cfg)["dtype"])
+    if asked == "auto":
+        asked = dense.resolve_dtype("auto", str(cfg.encoder.device))[0]
+    return "bfloat16" if asked == "bfloat16" else "float32"
+
+
 def positives(ds) -> pd.DataFrame:
     return ds.positives.rename(columns={S.DOC_ID: "doc_id"})[["query_id", "doc_id", "relevance", "domain"]]
 
 
 def texts(ds, cfg) -> tuple[dict, dict]:
-    return V.query_texts(ds.queries, str(cfg.query_fields)), dict(V.target_texts(ds.corpus, str(cfg.target_fields)))
-
-
-def training_config(train: str, like) -> DictConfig:
-    """The dataset config of a training folder (or ``mini``), read with the same options (domain
-    source, unknown ids, self hits) as the dataset it is applied to."""
-    opts = {k: like.get(k) for k in ("domain_source", "unknown_ids", "drop_self_hits") if like.get(k) is not None}
-    if train == "mini":
-        mini = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf" / "dataset" / "mini.yaml")
-        merged = OmegaConf.merge(mini, opts)
-        assert isinstance(merged, DictConfig)
-        return merged
-    return OmegaConf.create({"type": "local", "path": str(train), **opts})
+    """Training texts: queries in ``finetune.query_fields`` (one model serves every query view of an
+    experiment: xdomain's TA, KW and T runs share it), documents in the target view it encodes."""
+    view = settings(cfg)["query_fields"]
+    return V.query_texts(ds.queries, str(view)), dict(V.target_texts(ds.corpus, str(cfg.target_fields)))
 
 
 # ----------------------------------------------------------------------------- what each model learns from
@@ -103,7 +105,7 @@ def groups(ctx: Context) -> tuple[list[dict], object, Context]:
     scored = positives(ctx.ds)
     sq, sd = texts(ctx.ds, ctx.cfg)
     if str(e.train) == "crossfit":
-        ds_a, ctx_a, train_all = ctx.ds, ctx, scored
+        ds_a, ctx_a = ctx.ds, ctx
         qids, with_out = from_judgments(scored)
         if int(ft["folds"]) > len(qids) or int(ft["folds"]) < 2:
             raise ConfigError(
@@ -115,13 +117,15 @@ def groups(ctx: Context) -> tuple[list[dict], object, Context]:
         rest = [q for q in ctx.ds.query_ids if q not in fold.index]  # no judgments: ranked by the first model
         for f in sorted(fold.unique()):
             ranks = sorted(fold.index[fold == f]) + (rest if f == min(fold) else [])
-            parts.append({"name": f"fold{f}of{ft['folds']}", "ranks": ranks, "train": scored[~scored["query_id"].isin(ranks)]})
+            parts.append(
+                {"name": f"fold{f}of{ft['folds']}", "ranks": ranks, "train": scored[~scored["query_id"].isin(ranks)]}
+            )
     else:
         cfg_a = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
         assert isinstance(cfg_a, DictConfig)
         with open_dict(cfg_a):
             cfg_a.encoder.train = None
-            cfg_a.dataset = training_config(str(e.train), ctx.cfg.dataset)
+            cfg_a.dataset = data.training_config(str(e.train), ctx.cfg.dataset)
         ds_a = data.load(cfg_a.dataset, ctx.store.root)
         ctx_a = ctx.on(cfg_a, ds_a)  # type: ignore[attr-defined]
         if ds_a.qrels_digest == ctx.ds.qrels_digest and ds_a.topics_fingerprint == ctx.ds.topics_fingerprint:
@@ -165,11 +169,11 @@ def model_node(ctx: Context, ctx_a: Context, ds_a, part: dict, moved: bool = Fal
         **{k: v for k, v in dense.encoder_params(e).items() if k != "dtype"},
         "query_prefix": e.query_prefix or "",
         "doc_prefix": e.doc_prefix or "",
-        "query_view": str(ctx.cfg.query_fields),
         "target_view": str(ctx.cfg.target_fields),
         "train": label(str(e.train)),
         "fold": part["name"],
-        "finetune": {k: v for k, v in ft.items() if k not in ("identity", "folds") or k == "folds"},
+        # the dtype that trains keys the model (auto resolves by machine, like encoder.dtype)
+        "finetune": {**{k: v for k, v in ft.items() if k != "identity"}, "dtype": train_dtype(ctx.cfg)},
         "moved": moved,
     }
     environment = {
@@ -192,7 +196,6 @@ def model_node(ctx: Context, ctx_a: Context, ds_a, part: dict, moved: bool = Fal
             negatives = _mined(ctx, ds_a, train, qt, dt, int(ft["mine_depth"]), int(ft["seed"]))
         ex = finetune.examples(train, qt, dt, int(ft["out_weight"]), negatives)
         device = dense.usable_device(str(e.device))
-        dtype = dense.resolve_dtype(str(ft["dtype"]), device)[0] if ft["dtype"] == "auto" else str(ft["dtype"])
         meta = finetune.train(
             dense.resolve_model(e.model, e.revision),
             ex,
@@ -204,7 +207,7 @@ def model_node(ctx: Context, ctx_a: Context, ds_a, part: dict, moved: bool = Fal
             float(ft["warmup"]),
             int(ft["seed"]),
             int(ft["max_steps"]),
-            "bfloat16" if dtype == "bfloat16" else "float32",
+            train_dtype(ctx.cfg),
             device,
         )
         return {**meta, "dropped_pairs": part["dropped"], "trained_on": ds_a.name}
@@ -228,7 +231,9 @@ def index(ctx: Context, units: Artifact, moved: bool = False) -> Artifact:
     ranks. (Dense.index hands over here when ``encoder.train`` is set.)"""
     e = ctx.cfg.encoder
     if units.params["granularity"] != "document":
-        raise ConfigError(f"encoder.train={e.train}: fine-tuned encoders run at document level. Fix: granularity=document.")
+        raise ConfigError(
+            f"encoder.train={e.train}: fine-tuned encoders run at document level. Fix: granularity=document."
+        )
     parts, ds_a, ctx_a = groups(ctx)
     embs = []
     for p in parts:
@@ -238,7 +243,9 @@ def index(ctx: Context, units: Artifact, moved: bool = False) -> Artifact:
         model_dir = ctx.store.path(model)
         ctx.ensure(
             emb,
-            lambda tmp, d=model_dir: dense.encode_units(ctx.store.path(units), tmp, loaded(ctx, d), e.doc_prefix or "", True),
+            lambda tmp, d=model_dir: dense.encode_units(
+                ctx.store.path(units), tmp, loaded(ctx, d), e.doc_prefix or "", True
+            ),
             f"embeddings ({p['name']} encoder)",
         )
         embs.append(emb)
@@ -319,13 +326,13 @@ def identity_node(ctx: Context, units: Artifact, tuned: Artifact) -> Artifact:
     moved = index(ctx, units, moved=True)
     art = Artifact(
         stage.ENCODER_IDENTITY,
-        {"query_view": str(ctx.cfg.query_fields), "depth": 100},
+        {"query_view": str(settings(ctx.cfg)["query_fields"]), "depth": 100},  # the view it trained on
         (tuned, moved, base, ctx.topics_node, ctx.qrels_node),
         {"stage": IDENTITY_VERSION, **env.scorer(IDENTITY_VERSION)},
     )
 
     def build(tmp: Path) -> dict:
-        topics = V.query_texts(ctx.ds.queries, str(ctx.cfg.query_fields))
+        topics = V.query_texts(ctx.ds.queries, str(settings(ctx.cfg)["query_fields"]))
         prefix = ctx.cfg.encoder.query_prefix or ""
         runs = {
             "tuned": search(ctx, tuned, topics, prefix, 100, None)[0],
@@ -355,15 +362,23 @@ def identity(runs: dict[str, pd.DataFrame], ds, shown: dict[str, set], alpha: fl
                 r, q = (run, qrels) if view == "all" else finetune.never_shown(run, qrels, shown)
                 pq = evaluate.per_query(r, q, ["nDCG@100"]).set_index("query_id")["value"]
                 tables[name] = pq
-                out["per_query"] += [{"view": view, "subset": s, "encoder": name, "query_id": k, "value": v} for k, v in pq.items()]
+                out["per_query"] += [
+                    {"view": view, "subset": s, "encoder": name, "query_id": k, "value": v} for k, v in pq.items()
+                ]
             common = tables["base"].index
             for name in ("tuned", "moved"):
-                gain = float((tables[name].reindex(common, fill_value=0) - tables["base"]).mean()) if len(common) else 0.0
+                gain = (
+                    float((tables[name].reindex(common, fill_value=0) - tables["base"]).mean()) if len(common) else 0.0
+                )
                 out[f"{view}_{name}_gain_{s}"] = round(gain, 4)
             out[f"{view}_base_{s}"] = round(float(tables["base"].mean()), 4) if len(common) else None
             if view == "all" and s == "ALL":
                 m, b = tables["moved"].reindex(common, fill_value=0), tables["base"]
-                p = float(ttest_rel(m, b, alternative="greater").pvalue) if len(common) > 1 and (m - b).std() > 0 else 1.0
+                p = (
+                    float(ttest_rel(m, b, alternative="greater").pvalue)
+                    if len(common) > 1 and (m - b).std() > 0
+                    else 1.0
+                )
                 out["moved_p"] = round(p, 4)
                 out["passed"] = p >= alpha
     return out
@@ -373,11 +388,13 @@ def row_columns(store, nodes: list[Artifact], run_file: Path, ds) -> dict:
     """The results row's fine-tuning columns: the identity check's gains and verdict, and the final
     run's never-shown view (the positives whose document no model that ranked the query saw)."""
     ids = [n for n in nodes if n.kind == stage.ENCODER_IDENTITY]
-    tuned = [n for n in nodes if n.kind == stage.FAISS and "folds" in n.params and not n.parents[0].parents[1].params.get("moved")]
+    tuned = [
+        n
+        for n in nodes
+        if n.kind == stage.FAISS and "folds" in n.params and not n.parents[0].parents[1].params.get("moved")
+    ]
     if not tuned:
         return {}
-    from .runs import read_trec
-
     run = read_trec(run_file)
     shown: dict[str, set] = {}
     for t in tuned:
@@ -394,11 +411,88 @@ def row_columns(store, nodes: list[Artifact], run_file: Path, ds) -> dict:
         m = store.meta(n)
         out["finetune_identity"] = "passed" if m.get("passed") else "FAILED"
         out["finetune_identity_moved_p"] = m.get("moved_p")
-        for k in ("all_tuned_gain_ALL", "all_moved_gain_ALL", "never_shown_tuned_gain_ALL", "never_shown_tuned_gain_OUT", "all_tuned_gain_OUT"):
+        for k in (
+            "all_tuned_gain_ALL",
+            "all_moved_gain_ALL",
+            "never_shown_tuned_gain_ALL",
+            "never_shown_tuned_gain_OUT",
+            "all_tuned_gain_OUT",
+        ):
             out[f"finetune_{k}"] = m.get(k)
     return out
 
 
-MODEL = register(Stage(stage.ENCODER_MODEL, "indexes", "fine-tuned encoders", MODEL_VERSION, cost="finetune"))
+@dataclass
+class FinetuneConf:
+    """How an encoder is fine-tuned where ``encoder.train`` is set (the ``finetune`` group,
+    conf/finetune/mnrl.yaml; :data:`DEFAULTS` without it)."""
+
+    loss: str = "mnrl"
+    epochs: int = 1
+    batch_size: int = 16
+    learning_rate: float = 2e-5
+    warmup: float = 0.1
+    seed: int = 0
+    negatives: str = "in_batch"  # in_batch | mined
+    mine_depth: int = 30
+    out_weight: int = 1
+    max_steps: int = 0
+    dtype: str = "auto"  # auto (bfloat16 where native: bench/finetune.py) | float32 | bfloat16
+    folds: int = 5
+    identity: bool = True
+    leakage: str = "refuse"  # refuse | drop
+    query_fields: str = "TA"  # the query view it trains on (every run's view is ranked by it)
+
+
+def check(cfg) -> None:
+    """``encoder.train`` and the ``finetune`` group: document level, unsharded, known choices."""
+    train = cfg.encoder.get("train")
+    if not train:
+        return
+    if str(cfg.granularity) != "document":
+        raise ConfigError(
+            f"encoder.train={train}: fine-tuned encoders run at document level (a passage's judgments are its "
+            f"family's). Fix: granularity=document."
+        )
+    if int(cfg.shards) > 1:
+        raise ConfigError(f"encoder.train={train}: fine-tuned encodings are not sharded. Fix: shards=1.")
+    ft = cfg.get("finetune")
+    if ft is None:
+        return
+    choices = {
+        "loss": ("mnrl",),
+        "negatives": ("in_batch", "mined"),
+        "dtype": ("float32", "bfloat16", "auto"),
+        "leakage": ("refuse", "drop"),
+        "query_fields": ("T", "TA", "TAC", "KW"),
+    }
+    for k, allowed in choices.items():
+        if str(ft[k]) not in allowed:
+            raise ConfigError(f"finetune.{k}={ft[k]}: expected one of {list(allowed)}.")
+    for k in ("epochs", "batch_size", "mine_depth", "out_weight", "folds"):
+        positive_int(ft[k], f"finetune.{k}")
+    if ft.batch_size < 2:
+        raise ConfigError(f"finetune.batch_size={ft.batch_size}: in-batch negatives need at least 2. Fix: 16.")
+    if not (0 < float(ft.learning_rate) < 1) or not (0 <= float(ft.warmup) < 1) or int(ft.max_steps) < 0:
+        raise ConfigError(
+            f"finetune: learning_rate={ft.learning_rate} (0..1), warmup={ft.warmup} (0..1), max_steps="
+            f"{ft.max_steps} (>= 0): one is out of range. Fix: conf/finetune/mnrl.yaml's values."
+        )
+
+
+MODEL = register(
+    Stage(
+        stage.ENCODER_MODEL,
+        "indexes",
+        "fine-tuned encoders",
+        MODEL_VERSION,
+        group="finetune",
+        cost="finetune",
+        schema=FinetuneConf,
+        check=check,
+    )
+)
 dense.TUNED = sys.modules[__name__]  # Dense hands fine-tuned encoders over here (a plug-in: dense never imports this)
-IDENTITY = register(Stage(stage.ENCODER_IDENTITY, "runs", "identity checks (fine-tuned encoders)", IDENTITY_VERSION, cost="free"))
+IDENTITY = register(
+    Stage(stage.ENCODER_IDENTITY, "runs", "identity checks (fine-tuned encoders)", IDENTITY_VERSION, cost="free")
+)

@@ -343,6 +343,7 @@ def test_every_stage_is_declared_once_by_the_module_that_builds_it():
         "search",
         "aggregation",
         "transform",
+        "finetune",
         "scoring",
     }
     assert estimate.__doc__  # the models are priced there

@@ -164,7 +164,7 @@ def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
         "dataset.params.n_queries=8",
     ]
     assert subprocess.run(run, env=env_vars, capture_output=True).returncode == 0
-    gc = [sys.executable, "-m", "harness.store", "gc"]
+    gc = [sys.executable, "-m", "harness.collect", "gc"]
     out = subprocess.run([*gc, "--dry-run"], env=env_vars, capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.startswith("0 artifact(s)"), out.stdout + out.stderr
     # An "upgrade" of the scorer: the old scores are unreachable, everything else is reused.
@@ -174,7 +174,7 @@ def test_gc_lists_what_an_upgrade_left_behind(tmp_path):
         code = (
             "import harness.env as e, runpy, sys; "
             "e.version = lambda d, v=e.version: '99.0' if d == 'ir-measures' else v(d); "
-            f"sys.argv = ['gc', 'gc', *{list(args)!r}]; runpy.run_module('harness.store', run_name='__main__')"
+            f"sys.argv = ['gc', 'gc', *{list(args)!r}]; runpy.run_module('harness.collect', run_name='__main__')"
         )
         return subprocess.run([sys.executable, "-c", code], env=env_vars, capture_output=True, text=True)
 

@@ -1,4 +1,4 @@
-"""``python -m harness.store gc``: it lists by default, deletes only with ``--yes``, and never
+"""``python -m harness.collect gc``: it lists by default, deletes only with ``--yes``, and never
 deletes what a results row, a report or a running process uses, nor a folder the store did not
 write (harness/collect.py)."""
 

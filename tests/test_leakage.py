@@ -64,10 +64,10 @@ def test_a_shared_query_alone_is_refused_and_drop_removes_it_from_training():
 def _load(folder):
     from omegaconf import OmegaConf
 
-    from harness import data, ltr
+    from harness import data
 
     cfg = OmegaConf.create({"type": "local", "path": str(folder)})
-    return ltr.judged(data.load(cfg, folder))
+    return leakage.judged(data.load(cfg, folder))
 
 
 @pytest.mark.skipif(not (SHARED / "cacm-xdom-coded").exists(), reason="../shared/data is not here")

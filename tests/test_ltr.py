@@ -228,7 +228,7 @@ def test_nested_fit_fits_once_per_pair_of_folds_with_each_ordered_pairs_scores(m
             want[f][rows] = ltr.fit(x[train], y[train], qids[train], PARAMS).predict(x[rows])
     fits = []
     real_fit = ltr.fit
-    monkeypatch.setattr(ltr, "fit", lambda *a: fits.append(1) or real_fit(*a))
+    monkeypatch.setattr(ltr.training, "fit", lambda *a: fits.append(1) or real_fit(*a))  # nested_fit's module
     got = ltr.nested_fit(x, y, qids, fold, PARAMS)
     assert len(fits) == 6 and sorted(got) == [0, 1, 2, 3]
     for f in range(4):
@@ -372,7 +372,7 @@ def test_identity_check_on_cacm_coded_flags_the_length_and_passes_the_domain(cfg
     with pytest.raises(ConfigError, match=r"doclen tells documents apart"):
         execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,doclen]", tiny=False))
     with monkeypatch.context() as m:
-        m.setattr(ltr, "IDENTIFYING", ())
+        m.setattr(ltr.features, "IDENTIFYING", ())  # the list the settings check reads
         with pytest.raises(ltr.IdentifyingFeature, match=r"doclen family identifies documents.*allow_identifying"):
             execute(cfg_factory("+experiment=doc_bm25", *data, "ltr.features=[run,domain,doclen]", tiny=False))
     row = execute(

