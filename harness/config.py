@@ -27,7 +27,6 @@ from omegaconf.errors import OmegaConfBaseException
 from . import stage
 from .backends import available
 from .errors import ConfigError, number, positive_int
-from .evaluate import parse_measures
 from .settings import (  # noqa: F401  (NOT_IN_KEYS: re-exported; importing settings registers the schema)
     CONF,
     NOT_IN_KEYS,
@@ -186,15 +185,6 @@ def check_levers(cfg) -> None:
             )
 
 
-def check_metrics(metrics) -> list[str]:
-    """Canonical ir-measures names of ``metrics``."""
-
-    try:
-        return [str(m) for m in parse_measures(metrics)]
-    except ValueError as e:
-        raise ConfigError(str(e)) from e
-
-
 def check_store(cfg) -> None:
     if cfg.store.lock_timeout < 0:
         raise ConfigError(
@@ -207,8 +197,9 @@ def check_store(cfg) -> None:
         )
 
 
-def check(cfg) -> list[str]:
-    """Every range and combination the types cannot express; returns the canonical metric names."""
+def check(cfg) -> None:
+    """Every range and combination the types cannot express: the spine's here, each stage's own
+    through the registry (the measures: :func:`harness.evaluate.canonical`)."""
     check_store(cfg)
     check_search(cfg.search)
     positive_int(cfg.index.threads, "index.threads")  # also the number of pipes a streamed BM25 build feeds
@@ -227,7 +218,6 @@ def check(cfg) -> list[str]:
             s.check(cfg)
     check_levers(cfg)
     check_sharding(cfg)
-    return check_metrics(cfg.metrics)
 
 
 def check_sharding(cfg) -> None:

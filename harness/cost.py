@@ -119,7 +119,7 @@ def calibrate(root: Path, cfg, reach_chars: float = 0.0, encoder: bool = True, e
     BM25 stages are measured as *points* (one synthetic corpus each, :mod:`harness.data.synthetic`)
     on the code paths a build takes, with the experiment's ``index.threads`` / ``search.threads``:
     passaging alone, passaging streamed into IndexCollection, IndexCollection over finished units
-    (:func:`harness.backends.bm25.index_file`), and search with TAC-length queries. Two small points
+    (:func:`harness.lucene.index_file`), and search with TAC-length queries. Two small points
     are always measured; when ``reach_chars`` (the largest index the estimate must predict) is more
     than ``REACH`` times the largest point, two more points, at a 32nd and an eighth of it, are
     measured once and cached, so no line is extrapolated far past what was measured and the slope

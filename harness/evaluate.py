@@ -203,4 +203,27 @@ def build(tmp: Path, run_dir: Path, ds, metrics: list[str], manifest: dict) -> d
     }
 
 
-STAGE = register(Stage(stage.SCORES, "runs", "experiments (distinct scores)", VERSION, cost="scoring"))
+def canonical(metrics) -> list[str]:
+    """Canonical ir-measures names of ``metrics`` (``nDCG@100``), refused in one line where ir-measures
+    cannot parse a name or no installed provider computes it."""
+    try:
+        return [str(m) for m in parse_measures(metrics)]
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
+
+
+def check(cfg) -> None:
+    """``metrics``: every name parsed and computed by an installed provider."""
+    canonical(cfg.metrics)
+
+
+STAGE = register(
+    Stage(
+        stage.SCORES,
+        "runs",
+        "experiments (distinct scores)",
+        VERSION,
+        cost="scoring",
+        check=check,
+    )
+)

@@ -51,7 +51,8 @@ ENCODERS: dict[str, object] = {}
 
 class Experiment:
     def __init__(self, cfg: DictConfig, dataset: Dataset, store: Store | None = None, plan: bool = False):
-        self.metrics = check(cfg)
+        check(cfg)
+        self.metrics = evaluate.canonical(cfg.metrics)
         self.inputs = self._inputs(cfg)
         for sub in self.inputs:
             backend(str(sub.backend))

@@ -149,7 +149,7 @@ def fitted_length(length: int, max_length: int, hf_tokenizer, prefix: str = "") 
 def node(ctx: Context, backend, build: bool = True) -> Artifact:
     """The units artifact of an experiment for ``backend``: the whole target view or its windows.
     ``build=False`` records it and leaves building to the backend (``ctx.build_later``):
-    BM25 writes the units while Anserini indexes them (:func:`harness.backends.bm25.index_streaming`)."""
+    BM25 writes the units while Anserini indexes them (:func:`harness.lucene.index_streaming`)."""
     cfg = ctx.cfg
     params: dict[str, Any] = {"view": str(cfg.target_fields), "granularity": str(cfg.granularity)}
     if params["granularity"] == "passage":

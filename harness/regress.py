@@ -46,6 +46,7 @@ from omegaconf import OmegaConf
 
 from . import data, stage
 from .config import ConfigError, check, compose
+from .evaluate import canonical
 from .experiment import run_experiment
 from .files import write_json_atomic
 from .results import add_row
@@ -316,7 +317,8 @@ def run(reg: Regression, extra: list[str], out=print) -> int:
     try:
         cfgs = {c.name: compose(reg.overrides(c, extra)) for c in reg.conditions}
         for c in reg.conditions:
-            computed = check(cfgs[c.name])  # the canonical names of what the experiment measures
+            check(cfgs[c.name])
+            computed = canonical(cfgs[c.name].metrics)  # the canonical names of what the experiment measures
             missing = [m for m in c.scores if m not in computed]
             if missing:
                 raise ConfigError(

@@ -167,6 +167,33 @@ def test_no_import_cycle_among_harness_modules():
     assert not found, f"import cycles: {found} ({detail})"
 
 
+def test_config_and_settings_import_no_stage_module():
+    """Composing and checking a config dispatch through the registry (Stage.schema, Stage.check):
+    neither module imports a module that declares a stage, so a new stage changes neither."""
+    graph = import_graph(ROOT, "harness")
+    declaring = {m for m in graph if m.startswith(stage.BUILTIN) or m in stage.BUILTIN}
+    for module in ("harness.config", "harness.settings"):
+        assert not graph[module] & declaring, f"{module} imports stage modules {sorted(graph[module] & declaring)}"
+
+
+MAX_LINES = 700
+
+
+def test_no_module_is_over_700_lines():
+    """A module that outgrows this holds several concerns: it becomes a package (harness/ltr/)."""
+    long = {
+        str(p.relative_to(ROOT)): n for p in HARNESS.rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
+def test_every_module_is_named_in_the_architecture_page():
+    """docs/architecture.md's table is the picture a newcomer opens first: it names every module."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    missing = sorted(str(p.relative_to(ROOT)) for p in HARNESS.rglob("*.py") if f"`{p.relative_to(ROOT)}`" not in page)
+    assert not missing, f"modules docs/architecture.md does not name: {missing}"
+
+
 # ----------------------------------------------------------------------------- imports where they belong
 def misplaced_imports(tree: ast.Module, module: str, is_package: bool) -> list[str]:
     """Function-level imports of anything not in :data:`DEFERRED`, and TYPE_CHECKING imports."""

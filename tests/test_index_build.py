@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
-import harness.backends.bm25 as bm25
+from harness import lucene
 from harness.files import damage
 from harness.run import execute
 from harness.store import Store
@@ -48,10 +48,10 @@ def nothing_left(root: Path, kinds=("lucene", "units")) -> None:
 
 @pytest.mark.slow
 def test_indexcollection_rejecting_its_arguments_is_an_error_not_a_hang(cfg_factory, monkeypatch, bounded):
-    real = bm25.index_args
-    monkeypatch.setattr(bm25, "index_args", lambda *a: real(*a) + ["-noSuchOption"])
+    real = lucene.index_args
+    monkeypatch.setattr(lucene, "index_args", lambda *a: real(*a) + ["-noSuchOption"])
     cfg = cfg_factory("+experiment=doc_bm25", "target_fields=TA")
-    with pytest.raises(bm25.IndexBuildError, match=r"returned without writing an index.*noSuchOption"):
+    with pytest.raises(lucene.IndexBuildError, match=r"returned without writing an index.*noSuchOption"):
         execute(cfg)
     nothing_left(cfg.root)
 
@@ -60,7 +60,7 @@ def test_indexcollection_rejecting_its_arguments_is_an_error_not_a_hang(cfg_fact
 def test_a_unit_that_fails_to_index_is_named_and_nothing_is_committed(cfg_factory, monkeypatch, bounded):
     """Anserini logs a document it cannot index and carries on; the count check refuses the index,
     naming the counts, the first missing id and Anserini's reason."""
-    real = bm25._Pipes.write
+    real = lucene._Pipes.write
     lost = []
 
     def write(self, line):
@@ -72,9 +72,9 @@ def test_a_unit_that_fails_to_index_is_named_and_nothing_is_committed(cfg_factor
             line = json.dumps(doc) + "\n"
         real(self, line)
 
-    monkeypatch.setattr(bm25._Pipes, "write", write)
+    monkeypatch.setattr(lucene._Pipes, "write", write)
     cfg = cfg_factory("+experiment=doc_bm25", "target_fields=TA")
-    with pytest.raises(bm25.IndexBuildError) as e:
+    with pytest.raises(lucene.IndexBuildError) as e:
         execute(cfg)
     msg = str(e.value)
     assert "units but" in msg and "were written" in msg and "Nothing was committed" in msg
@@ -95,13 +95,15 @@ def test_a_reader_that_stops_reading_ends_the_writer(cfg_factory, monkeypatch, b
         time.sleep(0.5)
         return {"index_seconds": 0.5, "indexed_units": 0, "anserini_args": [], "anserini_log": []}
 
-    monkeypatch.setattr(bm25, "build_index", stalled)
-    monkeypatch.setattr(bm25, "PIPE_BYTES", 4096)
-    monkeypatch.setattr(bm25, "CHUNK_CHARS", 1024)
+    monkeypatch.setattr(lucene, "build_index", stalled)
+    monkeypatch.setattr(lucene, "PIPE_BYTES", 4096)
+    monkeypatch.setattr(lucene, "CHUNK_CHARS", 1024)
     cfg = cfg_factory("+experiment=doc_bm25", "target_fields=FULL")
     t0 = time.perf_counter()
     try:
-        with pytest.raises(bm25.IndexBuildError, match="IndexCollection returned while units were still being written"):
+        with pytest.raises(
+            lucene.IndexBuildError, match="IndexCollection returned while units were still being written"
+        ):
             execute(cfg)
     finally:
         for fd in held:
@@ -118,8 +120,8 @@ def test_a_reader_that_dies_ends_the_build(cfg_factory, monkeypatch, bounded):
             os.close(fd)
         raise RuntimeError("java.lang.OutOfMemoryError in an indexing thread")
 
-    monkeypatch.setattr(bm25, "build_index", dies)
-    monkeypatch.setattr(bm25, "CHUNK_CHARS", 1024)
+    monkeypatch.setattr(lucene, "build_index", dies)
+    monkeypatch.setattr(lucene, "CHUNK_CHARS", 1024)
     cfg = cfg_factory("+experiment=doc_bm25", "target_fields=FULL")
     with pytest.raises(RuntimeError, match="OutOfMemoryError"):
         execute(cfg)
@@ -167,8 +169,8 @@ def test_a_chunk_larger_than_a_pipe_is_never_split_between_pipes(tmp_path, monke
     follow into the same pipe, or two readers each get half a line (two unindexable documents)."""
     import json
 
-    monkeypatch.setattr(bm25, "PIPE_BYTES", 4096)
-    monkeypatch.setattr(bm25, "CHUNK_CHARS", 20_000)
+    monkeypatch.setattr(lucene, "PIPE_BYTES", 4096)
+    monkeypatch.setattr(lucene, "CHUNK_CHARS", 20_000)
     fifos = [tmp_path / f"p{i}" for i in range(2)]
     for f in fifos:
         os.mkfifo(f)
@@ -184,7 +186,7 @@ def test_a_chunk_larger_than_a_pipe_is_never_split_between_pipes(tmp_path, monke
     for t in readers:
         t.start()
     lines = [json.dumps({"id": f"d{i}", "contents": "word " * 100}) + "\n" for i in range(300)]
-    with bm25._Pipes(fifos) as pipes:
+    with lucene._Pipes(fifos) as pipes:
         for line in lines:
             pipes.write(line)
     for t in readers:

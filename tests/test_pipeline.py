@@ -291,7 +291,7 @@ def test_units_are_indexed_while_they_are_written(cfg_factory):
     as from the finished units file, the units artifact committed, no pipe left in the index."""
     import json
 
-    from harness.backends.bm25 import build_index, index_size
+    from harness.lucene import build_index, index_size
 
     cfg = cfg_factory("+experiment=passage_bm25", "query_fields=TA", "target_fields=FULL", "passage.length=64")
     row = execute(cfg)
@@ -317,7 +317,7 @@ def test_units_are_indexed_while_they_are_written(cfg_factory):
     assert a.equals(b)
     assert row["nDCG@100/ALL"] > 0
     # finished units (one file) are dealt to one pipe per indexing thread: the same index again
-    from harness.backends.bm25 import index_file
+    from harness.lucene import index_file
 
     piped = index_file(units, root / "piped", 2)
     assert piped["pipes"] == 2 and piped["indexed_units"] == n_units and not (root / "piped" / "feed").exists()
@@ -340,9 +340,9 @@ def test_pipes_send_whole_line_chunks_to_the_least_filled_pipe(tmp_path, monkeyp
     between pipes (multi-byte characters included) and the last partial chunk is sent at the end."""
     import os
 
-    import harness.backends.bm25 as bm25
+    from harness import lucene
 
-    monkeypatch.setattr(bm25, "CHUNK_CHARS", 100)
+    monkeypatch.setattr(lucene, "CHUNK_CHARS", 100)
     fifos = [tmp_path / f"p{i}" for i in range(2)]
     readers = []
     for f in fifos:
@@ -362,13 +362,13 @@ def test_pipes_send_whole_line_chunks_to_the_least_filled_pipe(tmp_path, monkeyp
 
     line = lambda i: f'{{"id": "d{i:03d}", "contents": "{"é" * 100}"}}\n'  # noqa: E731  (> 100 characters: one line per chunk)
     got = [b"", b""]
-    with bm25._Pipes(fifos) as pipes:
+    with lucene._Pipes(fifos) as pipes:
         for i in range(3):  # both empty -> pipe 0; pipe 0 holds a chunk -> pipe 1; a tie -> pipe 0
             pipes.write(line(i))
-        assert [bm25._unread(fd) for fd in pipes.fds] == [2 * len(line(0).encode()), len(line(0).encode())]
+        assert [lucene._unread(fd) for fd in pipes.fds] == [2 * len(line(0).encode()), len(line(0).encode())]
         got[0] += drain(readers[0])  # pipe 0 drained: the next chunk goes there, not to pipe 1
         pipes.write(line(3))
-        assert bm25._unread(pipes.fds[1]) == len(line(1).encode())
+        assert lucene._unread(pipes.fds[1]) == len(line(1).encode())
         pipes.write('{"id": "tail"}\n')  # under a chunk: sent when the writer closes
     got = [g + drain(r) for g, r in zip(got, readers)]
     for r in readers:
@@ -379,12 +379,12 @@ def test_pipes_send_whole_line_chunks_to_the_least_filled_pipe(tmp_path, monkeyp
 
 
 def test_failed_streaming_index_commits_nothing_and_does_not_hang(cfg_factory, monkeypatch):
-    import harness.backends.bm25 as bm25
+    from harness import lucene
 
     def broken(units_dir, out, threads=2, docvectors=False):
         raise RuntimeError("IndexCollection failed")
 
-    monkeypatch.setattr(bm25, "build_index", broken)
+    monkeypatch.setattr(lucene, "build_index", broken)
     cfg = cfg_factory("+experiment=doc_bm25", "query_fields=TA", "target_fields=TA")
     with pytest.raises(RuntimeError, match="IndexCollection failed"):
         execute(cfg)
