@@ -42,26 +42,48 @@ from .settings import (  # noqa: F401  (NOT_IN_KEYS: re-exported; importing sett
 
 __all__ = ["ConfigError", "check", "fusion_weights", "run_config", "unselected_group_keys"]
 
-# ----------------------------------------------------------------------- range checks, one per group
+# ----------------------------------------------------------------------- the spine's ranges, as a table
+# Whole counts (each a positive integer), where their group is chosen.
+WHOLE = (
+    "search.depth",
+    "search.k",
+    "search.threads",
+    "fusion.depth",
+    "index.threads",  # also the number of pipes a streamed BM25 build feeds
+    "bm25.max_clauses",
+    "encoder.max_length",
+    "encoder.batch_size",
+    "prf.fb_terms",
+    "prf.fb_docs",
+    "dense_prf.k",
+    "query_reduction.n_terms",
+    "shards",
+    "sharding.parallelism",
+    "sharding.cpus_per_task",
+    "sharding.timeout_min",
+)
+# Numbers within [low, high] (high None: no upper bound), with what the message adds.
+NUMBERS = (
+    ("bm25.k1", 0.0, None, " (Anserini default 0.9, paper 1.2)"),
+    ("bm25.b", 0.0, 1.0, " (Anserini default 0.4, paper 0.75)"),
+    ("prf.original_query_weight", 0.0, 1.0, ""),
+    ("prf.alpha", 0.0, None, ""),
+    ("prf.beta", 0.0, None, ""),
+    ("dense_prf.alpha", 0.0, None, ""),
+    ("dense_prf.beta", 0.0, None, ""),
+)
 
 
-def check_search(s) -> None:
-    positive_int(s.depth, "search.depth")
-    positive_int(s.k, "search.k")
-    positive_int(s.threads, "search.threads")
-    if s.depth < s.k:
-        raise ConfigError(f"search.depth={s.depth} < search.k={s.k}: retrieve at least k units.")
-
-
-def check_bm25(b) -> None:
-    number(b.k1, "bm25.k1", 0.0, hint=" (Anserini default 0.9, paper 1.2)")
-    number(b.b, "bm25.b", 0.0, 1.0, hint=" (Anserini default 0.4, paper 0.75)")
-    positive_int(b.max_clauses, "bm25.max_clauses")
-
-
-def check_encoder(e) -> None:
-    positive_int(e.max_length, "encoder.max_length")
-    positive_int(e.batch_size, "encoder.batch_size")
+def check_ranges(cfg) -> None:
+    """The spine's counts and numbers (:data:`WHOLE`, :data:`NUMBERS`); a group not chosen is skipped."""
+    for key in WHOLE:
+        if (value := OmegaConf.select(cfg, key)) is not None:
+            positive_int(value, key)
+    for key, low, high, hint in NUMBERS:
+        if (value := OmegaConf.select(cfg, key)) is not None:
+            number(value, key, low, high, hint=hint)
+    if cfg.search.depth < cfg.search.k:
+        raise ConfigError(f"search.depth={cfg.search.depth} < search.k={cfg.search.k}: retrieve at least k units.")
 
 
 def check_fusion(f, search) -> None:
@@ -82,8 +104,7 @@ def check_fusion(f, search) -> None:
     fusion_weights(f)
     if f.k < 0:
         raise ConfigError(f"fusion.k={f.k}: expected a non-negative integer (the paper's grid: 10, 30, 60, 100).")
-    positive_int(f.depth, "fusion.depth")
-    if f.depth > search.k:
+    if f.depth > search.k:  # (a positive count: check_ranges)
         raise ConfigError(
             f"fusion.depth={f.depth} > search.k={search.k}: the fused family runs hold only search.k "
             f"families per query. Fix: fusion.depth <= search.k, or raise search.k."
@@ -103,10 +124,9 @@ def fusion_weights(f) -> list[float]:
         weights, key = list(f.weights), "fusion.weights[]"
     else:
         weights, key = [1.0 if w is None else w for w in given] or [1.0] * n, "fusion.runs[].weight"
-    for w in weights:
-        if isinstance(w, bool) or not isinstance(w, (int, float)):
+    for w in weights:  # a number >= 0: not a bool, not NaN, not infinite
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w < float("inf"):
             raise ConfigError(f"{key}={w!r}: expected a number >= 0.")
-        number(w, key, 0.0)
     if not any(weights):
         raise ConfigError(
             f"{key}={weights}: every weight is 0, so every fused score would be 0 and the ranking "
@@ -128,11 +148,6 @@ def _unused(group, method: str, keys: tuple, schema, name: str) -> None:
 
 
 def check_prf(p) -> None:
-    positive_int(p.fb_terms, "prf.fb_terms")
-    positive_int(p.fb_docs, "prf.fb_docs")
-    number(p.original_query_weight, "prf.original_query_weight", 0.0, 1.0)
-    number(p.alpha, "prf.alpha", 0.0)
-    number(p.beta, "prf.beta", 0.0)
     if p.method == PRFMethod.rm3:
         _unused(p, "rm3", ("alpha", "beta"), PRFConf, "prf")
     else:
@@ -145,11 +160,8 @@ def check_prf(p) -> None:
 
 
 def check_dense_prf(p, search) -> None:
-    positive_int(p.k, "dense_prf.k")
     if p.k > search.depth:
         raise ConfigError(f"dense_prf.k={p.k} > search.depth={search.depth}: feedback comes from the first search.")
-    number(p.alpha, "dense_prf.alpha", 0.0)
-    number(p.beta, "dense_prf.beta", 0.0)
     if p.method == DensePRFMethod.average:
         _unused(p, "average", ("alpha", "beta"), DensePRFConf, "dense_prf")
     elif p.alpha == 0 and p.beta == 0:
@@ -157,10 +169,6 @@ def check_dense_prf(p, search) -> None:
             "dense_prf.alpha=0 and dense_prf.beta=0: the query vector would be zero and every score 0. "
             "Fix: a positive alpha (original query) or beta (feedback documents)."
         )
-
-
-def check_query_reduction(q) -> None:
-    positive_int(q.n_terms, "query_reduction.n_terms")
 
 
 # A lever reads one backend's search; an experiment that has no such backend would drop it silently.
@@ -201,18 +209,13 @@ def check(cfg) -> None:
     """Every range and combination the types cannot express: the spine's here, each stage's own
     through the registry (the measures: :func:`harness.evaluate.canonical`)."""
     check_store(cfg)
-    check_search(cfg.search)
-    positive_int(cfg.index.threads, "index.threads")  # also the number of pipes a streamed BM25 build feeds
-    check_bm25(cfg.bm25)
-    check_encoder(cfg.encoder)
+    check_ranges(cfg)
     if cfg.fusion is not None:
         check_fusion(cfg.fusion, cfg.search)
     if cfg.prf is not None:
         check_prf(cfg.prf)
     if cfg.dense_prf is not None:
         check_dense_prf(cfg.dense_prf, cfg.search)
-    if cfg.query_reduction is not None:
-        check_query_reduction(cfg.query_reduction)
     for s in stage.stages():  # each stage's own settings (learning to rank, re-ranking, fine-tuning ...)
         if s.check is not None:
             s.check(cfg)
@@ -221,7 +224,6 @@ def check(cfg) -> None:
 
 
 def check_sharding(cfg) -> None:
-    positive_int(cfg.get("shards", 1), "shards")
     s = cfg.get("sharding")
     if s is None:
         return
@@ -232,8 +234,6 @@ def check_sharding(cfg) -> None:
             "sharding.launcher=slurm: there is no sbatch on this machine's PATH, so no shard job could be "
             "submitted. Fix: sharding.launcher=local (a process per shard here), or run where Slurm is."
         )
-    for key in ("parallelism", "cpus_per_task", "timeout_min"):
-        positive_int(s[key], f"sharding.{key}")
 
 
 # ----------------------------------------------------------------------- overrides of unselected groups
