@@ -1,6 +1,6 @@
 """The leakage audit: what the judgments a model learns from share with the judgments it is scored on.
 
-Anything that learns from judgments (``ltr.train``, ``ltr.prior``, cross-fitted learning to rank)
+Anything that learns from judgments (``ltr.train``, ``ltr.prior``, ``encoder.train``, cross-fitting)
 is only honest when it cannot have seen the answers it is scored on. Comparing ids is not enough:
 the same patent comes under another id in another source, and CACM's symmetric citations bring a
 training pair (q, d) back as a scored pair (d, q) when one split's corpus holds another split's
@@ -17,9 +17,10 @@ runs of non-word characters as one space), and the audit counts, before anything
   its share goes in the results row, and the identity check is what keeps it honest).
 
 The first three are refused (:class:`Leakage`, one line with the counts and the fix).
-:func:`without_overlap` gives the training positives without them, for a drop mode that no config
-key reaches yet (the encoders issue asks for one, the row saying what was dropped). Pure functions of the two
-judgment sets, so every caller (and a test) audits the same way.
+:func:`without_overlap` gives the training positives without them: ``finetune.leakage=drop``
+trains a fine-tuned encoder on those instead of refusing, and the row counts what went
+(``finetune_dropped_pairs``). Pure functions of the two judgment sets, so every caller (and a test)
+audits the same way.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def judged(ds) -> Judged:
 
 def without_overlap(train: Judged, scored: Judged) -> pd.DataFrame:
     """The training positives without the pairs a scored pair repeats or reverses and without the
-    queries a scored query repeats (for a drop mode: no config key calls it yet)."""
+    queries a scored query repeats (``finetune.leakage=drop``)."""
     tq, td = train.query_texts, train.document_texts
     scored_pairs = scored.pairs()
     scored_queries = {t for t in scored.query_texts.values() if t}

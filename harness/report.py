@@ -46,6 +46,8 @@ CONFIG_COLS = [
     "search_k",
     "ltr",
     "ltr_identifying",
+    "finetune_train",  # a fine-tuned encoder (harness.tuned): where it trained, and its identity check
+    "finetune_identity",
     "rerank",
     "rerank_weight",
     "bm25_k1",
@@ -80,6 +82,8 @@ def results_frame(rows: list[dict]) -> pd.DataFrame:
         c
         for c in CONFIG_COLS
         + metric_cols(metrics)
+        # what a model learned from judgments may have seen (harness.leakage), and the never-shown view
+        + ["leakage_shared_positive_share", *(f"never_shown_{primary}/{s}" for s in ("ALL", "IN", "OUT"))]
         + [retention, "pareto", "ms/query", "index_seconds", "encode_seconds", "tag", "run_file", "scores_key"]
         if c in df
     ]

@@ -143,6 +143,37 @@ def test_training_on_the_scored_queries_elsewhere_is_refused_and_on_the_same_dat
         plan(tiny_folder)
 
 
+def test_drop_mode_trains_without_the_overlap_and_counts_it(cfg_factory, tiny_folder, tmp_path):
+    """finetune.leakage=drop: the pairs and queries the audit finds leave the training set (counted
+    in the row's finetune_dropped_pairs) instead of refusing; what is left shares no scored query."""
+    from harness import data, leakage, tuned
+    from harness.data.split import split
+    from harness.experiment import Experiment
+
+    half, _ = split(tiny_folder, tmp_path / "halves", 0.5, seed=1)
+    here = ("dataset=local", f"dataset.path={tiny_folder}")
+    cfg = cfg_factory(
+        "+experiment=doc_dense",
+        *TA,
+        *here,
+        f"encoder.train={half}",
+        "finetune=mnrl",
+        "finetune.leakage=drop",
+        tiny=False,
+    )
+    ds = data.load(cfg.dataset, cfg.root)
+    [part], ds_a, _ = tuned.groups(Experiment(cfg, ds, plan=True))
+    assert part["audit"].refused and part["dropped"] == len(tuned.positives(ds_a)) - len(part["train"]) > 0
+    from harness.data import views as V
+
+    trained = {
+        leakage.normalise(t)
+        for q, t in V.query_texts(ds_a.queries, "TA").items()
+        if q in set(part["train"]["query_id"])
+    }
+    assert not trained & {leakage.normalise(t) for t in V.query_texts(ds.queries, "TA").values()}
+
+
 def test_passages_and_unknown_settings_are_refused(cfg_factory):
     from harness.config import check
 
