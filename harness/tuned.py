@@ -402,11 +402,9 @@ def row_columns(store, nodes: list[Artifact], run_file: Path, ds) -> dict:
             shown.setdefault(q, set()).update(docs)
     out: dict = {"finetune_train": "+".join(sorted({store.meta(t).get("train", "") for t in tuned}))}
     out.update(store.meta(tuned[0]).get("leakage", {}))  # the audit of the (first) fine-tuned encoder's training
-    for s in ("ALL", "IN", "OUT"):
-        r, q = finetune.never_shown(run, ds.judgments(s), shown)
-        pq = evaluate.per_query(r, q, ["nDCG@100"])
-        out[f"never_shown_nDCG@100/{s}"] = round(float(pq["value"].mean()), 4) if len(pq) else None
-        out[f"never_shown_queries_{s}"] = int(pq["query_id"].nunique())
+    for s, (mean, n) in never_shown_view(run, ds, shown).items():
+        out[f"never_shown_nDCG@100/{s}"] = None if mean is None else round(mean, 4)
+        out[f"never_shown_queries_{s}"] = n
     for n in ids:
         m = store.meta(n)
         out["finetune_identity"] = "passed" if m.get("passed") else "FAILED"
@@ -419,6 +417,23 @@ def row_columns(store, nodes: list[Artifact], run_file: Path, ds) -> dict:
             "all_tuned_gain_OUT",
         ):
             out[f"finetune_{k}"] = m.get(k)
+    return out
+
+
+# ----------------------------------------------------------------------------- the view of any row
+def shown_by(train: leakage.Judged, docs: dict[str, str]) -> list[str]:
+    """The documents of ``docs`` (id -> text) that are training positives of ``train``, by content."""
+    seen = {train.document_texts.get(d, "") for d in train.positives["doc_id"].astype(str)} - {""}
+    return sorted(d for d, t in docs.items() if leakage.normalise(t) in seen)
+
+
+def never_shown_view(run: pd.DataFrame, ds, shown: dict[str, set], metric: str = "nDCG@100") -> dict:
+    """``{subset: (mean, queries)}`` of the never-shown view (:func:`harness.finetune.never_shown`)."""
+    out = {}
+    for s in ("ALL", "IN", "OUT"):
+        r, q = finetune.never_shown(run, ds.judgments(s), shown)
+        pq = evaluate.per_query(r, q, [metric])
+        out[s] = (float(pq["value"].mean()) if len(pq) else None, int(pq["query_id"].nunique()))
     return out
 
 

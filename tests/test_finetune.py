@@ -207,3 +207,19 @@ def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_facto
     assert plain["run_file"] != row["run_file"] and "finetune_train" not in plain
     again = execute(cfg_factory(*args, tiny=False))  # every model, embedding and index reused
     assert again["run_file"] == row["run_file"] and again["nDCG@100/ALL"] == row["nDCG@100/ALL"]
+
+
+def test_any_row_reads_in_the_never_shown_view_of_a_training_dataset(cfg_factory, tiny_folder, tmp_path, capsys):
+    """python -m harness.never_shown: against its own judgments every positive was shown (no query
+    left); against a dataset that shares no positive document, the view is the row's own scores."""
+    from harness import never_shown
+
+    cfg = cfg_factory("+experiment=doc_bm25", *TA, "dataset=local", f"dataset.path={tiny_folder}", tiny=False)
+    row = execute(cfg)
+    results = str(tmp_path / "store" / "runs" / "results.jsonl")
+    assert never_shown.main([row["scores_key"], "--train", str(tiny_folder), "--results", results]) == 0
+    out = capsys.readouterr().out
+    assert "nDCG@100 ALL -  (0 queries)" in out
+    assert never_shown.main([row["scores_key"], "--train", "mini", "--results", results]) == 0
+    all_line = next(line for line in capsys.readouterr().out.splitlines() if "nDCG@100 ALL" in line)
+    assert all_line.split()[2] == f"{row['nDCG@100/ALL']:.4f}"
