@@ -283,6 +283,13 @@ def load_nested(results: Path, rows: list[dict], folds: int, seed: int) -> dict[
 
 
 # ----------------------------------------------------------------------------- reading a sweep
+def _identifying(row: dict) -> bool:
+    """A row that learned which documents are cited: LTR features the identity check flagged
+    (let through by ltr.allow_identifying), or a fine-tuned encoder that failed its identity check
+    (harness.tuned). Reported, never chosen."""
+    return bool(row.get("ltr_identifying")) or str(row.get("finetune_identity", "")).startswith("FAILED")
+
+
 def sweep_rows(results: Path, sweep: str, dataset=None, where=()) -> list[dict]:
     report = (
         Path(results).resolve().parent / "report" / Path(sweep).stem / "results.csv"
@@ -334,10 +341,12 @@ def select(
     rows = sweep_rows(results, sweep, dataset, where)
     # A row whose ranker learned document identities (ltr.allow_identifying let it through) learned
     # part of the answer key: it is reported, never chosen.
-    identifying = [r["tag"] for r in rows if r.get("ltr_identifying")]
-    rows = [r for r in rows if not r.get("ltr_identifying")]
+    identifying = [r["tag"] for r in rows if _identifying(r)]
+    rows = [r for r in rows if not _identifying(r)]
     if not rows:
-        raise SystemExit(f"sweep {sweep}: every row has identifying LTR features; nothing to choose from.")
+        raise SystemExit(
+            f"sweep {sweep}: every row learned document identities (identifying LTR features, or a fine-tuned encoder that failed its identity check); nothing to choose from."
+        )
     keys = {r["scores_key"] for r in rows}
     try:
         base = find(results, baseline, dataset, list(where) + list(baseline_where), keys)
@@ -422,7 +431,7 @@ def format_summary(out: dict) -> str:
         )
     if out.get("left_out_identifying"):
         lines.append(
-            f"  left out                  {len(out['left_out_identifying'])} rows with identifying LTR features"
+            f"  left out                  {len(out['left_out_identifying'])} rows that learned document identities (LTR features or fine-tuned encoders)"
         )
     lines += [
         f"  selected (on all queries) {out['selected']}",

@@ -47,7 +47,7 @@ from .stage import Context, Stage, register
 log = logging.getLogger("harness.tuned")
 
 MODEL_VERSION = 1
-IDENTITY_VERSION = 1
+IDENTITY_VERSION = 2  # 2: the never-shown condition joins the verdict
 _LOADED: dict[str, dense.Encoder] = {}  # fine-tuned encoders loaded in this process, by model folder
 
 DEFAULTS = {  # conf/finetune/mnrl.yaml's values: what encoder.train uses without a finetune= group
@@ -349,8 +349,11 @@ def identity_node(ctx: Context, units: Artifact, tuned: Artifact) -> Artifact:
 
 def identity(runs: dict[str, pd.DataFrame], ds, shown: dict[str, set], alpha: float = 0.05) -> dict:
     """nDCG@100 gains over the base encoder, per subset, of the fine-tuned and the moved-positive
-    encoders, on all positives and on never-shown ones; passed when the moved model's ALL gain is
-    not significantly above 0 (one-sided paired t-test at ``alpha``)."""
+    encoders, on all positives and on never-shown ones. Passed when both conditions of the identity
+    check hold: (a) trained on moved positives, the gain vanishes (the moved model's ALL gain is not
+    significantly above 0: one-sided paired t-test at ``alpha``); (b) the fine-tuned model's gain
+    shows where it cannot come from knowing which documents are cited (its ALL gain on never-shown
+    positives is above 0). ``failed``: the conditions that did not hold, in words."""
     from scipy.stats import ttest_rel
 
     out: dict = {"per_query": []}
@@ -373,14 +376,24 @@ def identity(runs: dict[str, pd.DataFrame], ds, shown: dict[str, set], alpha: fl
                 out[f"{view}_{name}_gain_{s}"] = round(gain, 4)
             out[f"{view}_base_{s}"] = round(float(tables["base"].mean()), 4) if len(common) else None
             if view == "all" and s == "ALL":
-                m, b = tables["moved"].reindex(common, fill_value=0), tables["base"]
-                p = (
-                    float(ttest_rel(m, b, alternative="greater").pvalue)
-                    if len(common) > 1 and (m - b).std() > 0
-                    else 1.0
-                )
+                d = tables["moved"].reindex(common, fill_value=0) - tables["base"]
+                if len(common) > 1 and d.std() > 1e-9:
+                    p = float(ttest_rel(d, 0 * d, alternative="greater").pvalue)
+                else:  # every query moved alike: a gain is as sure as it gets, none is none
+                    p = 0.0 if len(common) and d.mean() > 1e-9 else 1.0
                 out["moved_p"] = round(p, 4)
-                out["passed"] = p >= alpha
+    failed = []
+    if out["moved_p"] < alpha:
+        failed.append(
+            f"trained on moved positives it still gains (ALL {out['all_moved_gain_ALL']:+.4f}, p {out['moved_p']})"
+        )
+    if not out["never_shown_tuned_gain_ALL"] > 0:
+        failed.append(
+            f"no gain on never-shown positives (ALL {out['never_shown_tuned_gain_ALL']:+.4f}, against "
+            f"{out['all_tuned_gain_ALL']:+.4f} on all): it learned which documents are cited"
+        )
+    out["failed"] = failed
+    out["passed"] = not failed
     return out
 
 
@@ -407,7 +420,7 @@ def row_columns(store, nodes: list[Artifact], run_file: Path, ds) -> dict:
         out[f"never_shown_queries_{s}"] = n
     for n in ids:
         m = store.meta(n)
-        out["finetune_identity"] = "passed" if m.get("passed") else "FAILED"
+        out["finetune_identity"] = "passed" if m.get("passed") else "FAILED: " + "; ".join(m.get("failed", []))
         out["finetune_identity_moved_p"] = m.get("moved_p")
         for k in (
             "all_tuned_gain_ALL",
