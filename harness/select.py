@@ -72,6 +72,18 @@ def _guards(guard) -> list[pd.DataFrame]:
     return [] if guard is None else [guard] if isinstance(guard, pd.DataFrame) else list(guard)
 
 
+def passing(queries, guard, baseline: str, alpha: float | None = None) -> pd.Series:
+    """Which configurations pass every guard against ``baseline`` on ``queries`` (:func:`guard_pass`)."""
+    ok = None
+    for g in _guards(guard):
+        d = g.loc[g.index.intersection(queries)].sub(g[baseline], axis=0).dropna()
+        passed = pd.Series(
+            guard_pass(d.sum().to_numpy(), (d**2).sum().to_numpy(), float(len(d)), alpha), index=d.columns
+        )
+        ok = passed if ok is None else ok & passed
+    return ok
+
+
 def choose(scores: pd.DataFrame, queries, guard=None, baseline: str | None = None, alpha: float | None = None) -> str:
     """The column of ``scores`` (query x configuration) with the best mean over ``queries``.
     With ``guard`` (a matrix of another subset, or a list of them): only configurations that pass
@@ -79,11 +91,9 @@ def choose(scores: pd.DataFrame, queries, guard=None, baseline: str | None = Non
     the baseline's, or with ``alpha`` not significantly below it; the baseline always passes).
     Ties: the first column."""
     means = scores.loc[scores.index.intersection(queries)].mean()
-    ok = pd.Series(True, index=means.index)
-    for g in _guards(guard):
-        d = g.loc[g.index.intersection(queries)].sub(g[baseline], axis=0).dropna()
-        passed = guard_pass(d.sum().to_numpy(), (d**2).sum().to_numpy(), float(len(d)), alpha)
-        ok &= pd.Series(passed, index=d.columns)[means.index]
+    if guard is None:
+        return str(means.idxmax())
+    ok = passing(queries, guard, baseline, alpha)[means.index]
     return str(means[ok.to_numpy()].idxmax())
 
 
@@ -119,7 +129,9 @@ def cross_validate(
             held_guard[i].append(g.loc[g.index.intersection(test), pick])
             held_base[i].append(g.loc[g.index.intersection(test), baseline])
     pooled = pd.concat(held)
-    selected = choose(scores, scores.index, guards or None, baseline, alpha)
+    selected = choose(
+        scores, folds.index, guards or None, baseline, alpha
+    )  # every query (a guard reads its own subset's)
     best = float(scores[selected].mean())
     estimate = float(pooled.mean())
     out = {
@@ -396,6 +408,17 @@ def select(
         "fold_choice_counts": pd.Series(cv["fold_choices"]).value_counts().to_dict(),
         **significance,
         "selected_config": chosen.get("config"),
+        # each configuration's means on all queries, and whether it passes the guard there
+        "candidates": [
+            {
+                "tag": t,
+                "target_mean": float(target[t].mean()),
+                **({f"{g}_mean": float(m[t].mean()) for g, m in zip(guard_subsets, guard_m)} if guard_m else {}),
+                "passes_guard": bool(ok[t]) if ok is not None else None,
+            }
+            for t in target.columns
+            for ok in [passing(fold.index, guard_m, base["tag"], guard_alpha) if guard_m else None]
+        ],
     }
 
 
@@ -433,6 +456,9 @@ def format_summary(out: dict) -> str:
         lines.append(
             f"  left out                  {len(out['left_out_identifying'])} rows that learned document identities (LTR features or fine-tuned encoders)"
         )
+    if out.get("guard"):
+        passed = [c for c in out.get("candidates", []) if c.get("passes_guard")]
+        lines.append(f"  pass the guard on all queries: {len(passed)} of {len(out.get('candidates', []))}")
     lines += [
         f"  selected (on all queries) {out['selected']}",
         f"  chosen per fold           {out['fold_choice_counts']}",

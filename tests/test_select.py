@@ -88,6 +88,18 @@ def test_significance_guard_is_scipys_one_sided_paired_t_test():
     assert S.choose(target, q, [m, strict], "base", alpha=0.05) == "base"
 
 
+def test_the_final_choice_guards_on_every_query_of_the_guarding_subset():
+    """The choice on all queries reads each guard on its own subset's queries: here c loses ALL on
+    the two queries with OUT positives and wins it on the two without, so it passes an ALL guard on
+    all four; the guard read on the OUT subset's queries alone would drop it."""
+    q = ["q0", "q1", "q2", "q3"]
+    out = pd.DataFrame({"base": [0.1, 0.1], "c": [0.5, 0.5]}, index=q[:2])  # q2, q3: no OUT positive
+    all_ = pd.DataFrame({"base": [0.5, 0.5, 0.5, 0.5], "c": [0.4, 0.4, 0.7, 0.7]}, index=q)
+    folds = pd.Series([0, 1, 0, 1], index=q)
+    assert S.cross_validate(out, folds, all_, "base")["selected"] == "c"
+    assert S.choose(out, out.index, all_, "base") == "base"  # what reading the guard on OUT's queries did
+
+
 def test_holm_matches_the_formula():
     p = np.random.default_rng(2).random(6) ** 3
     order = np.argsort(p)
