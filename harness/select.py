@@ -40,6 +40,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from . import stage
@@ -78,7 +79,8 @@ def passing(queries, guard, baseline: str, alpha: float | None = None) -> pd.Ser
     for g in _guards(guard):
         d = g.loc[g.index.intersection(queries)].sub(g[baseline], axis=0).dropna()
         passed = pd.Series(
-            guard_pass(d.sum().to_numpy(), (d**2).sum().to_numpy(), float(len(d)), alpha), index=d.columns
+            guard_pass(d.sum().to_numpy(), (d**2).sum().to_numpy(), np.full(d.shape[1], float(len(d))), alpha),
+            index=d.columns,
         )
         ok = passed if ok is None else ok & passed
     return ok
@@ -93,6 +95,7 @@ def choose(scores: pd.DataFrame, queries, guard=None, baseline: str | None = Non
     means = scores.loc[scores.index.intersection(queries)].mean()
     if guard is None:
         return str(means.idxmax())
+    assert baseline is not None, "a guard needs a baseline"
     ok = passing(queries, guard, baseline, alpha)[means.index]
     return str(means[ok.to_numpy()].idxmax())
 

@@ -272,10 +272,13 @@ def _with_stage_groups() -> type:
     """:class:`Spine` plus each registered stage's group (``Optional[schema]``, default null), placed
     after the search levers, in the registry's order: a new stage's settings need no line here."""
     types = get_type_hints(Spine)  # the annotations resolved (this module's are strings)
-    spine = [(f.name, types[f.name], _field(f)) for f in fields(Spine)]
+    spine: list[tuple[str, Any, Any]] = [(f.name, types[f.name], _field(f)) for f in fields(Spine)]
     at = [name for name, _, _ in spine].index("query_reduction") + 1
     chosen = [s for s in stage.stages() if s.schema and s.group]
-    groups = [(s.group, Optional[s.schema], field(default=None)) for s in chosen]  # noqa: UP045  (a runtime type)
+    groups: list[tuple[str, Any, Any]] = [
+        (str(s.group), Optional[s.schema], field(default=None))  # noqa: UP045  (a runtime type, for OmegaConf)
+        for s in chosen
+    ]
     config = make_dataclass("Config", spine[:at] + groups + spine[at:])
     config.__module__ = __name__
     return config

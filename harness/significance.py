@@ -123,9 +123,8 @@ def cv_test(
     g: list = []
     for i, frame in enumerate(guards):
         values, mask = _frame(frame[choose_on.columns], queries)
-        if by_fold:
-            values = {f: _frame(m[choose_on.columns], queries)[0] for f, m in by_fold[i].items()}
-        g.append((values, mask))
+        per_fold = {f: _frame(m[choose_on.columns], queries)[0] for f, m in by_fold[i].items()} if by_fold else None
+        g.append((per_fold if per_fold is not None else values, mask))
     on: np.ndarray | dict = target
     if choose_by_fold is not None:
         on = {f: _frame(m[choose_on.columns], queries)[0] for f, m in choose_by_fold.items()}

@@ -73,6 +73,7 @@ def settings(cfg) -> dict:
     """The ``finetune`` group's values (its defaults where the group is not chosen)."""
     ft = cfg.get("finetune")
     given = OmegaConf.to_container(ft, resolve=True, enum_to_str=True) if ft is not None else {}
+    assert isinstance(given, dict)
     return {**DEFAULTS, **given}
 
 
@@ -240,14 +241,7 @@ def index(ctx: Context, units: Artifact, moved: bool = False) -> Artifact:
         model = model_node(ctx, ctx_a, ds_a, p, moved)
         params = {**dense.encoder_params(e), "doc_prefix": e.doc_prefix or "", "fold": p["name"]}
         emb = Artifact(stage.EMBEDDINGS, params, (units, model), dense.encoder_env(ctx, dense.EMBED_VERSION))
-        model_dir = ctx.store.path(model)
-        ctx.ensure(
-            emb,
-            lambda tmp, d=model_dir: dense.encode_units(
-                ctx.store.path(units), tmp, loaded(ctx, d), e.doc_prefix or "", True
-            ),
-            f"embeddings ({p['name']} encoder)",
-        )
+        ctx.ensure(emb, encoding(ctx, units, ctx.store.path(model)), f"embeddings ({p['name']} encoder)")
         embs.append(emb)
     q = str(ctx.cfg.dense.quantization)
     art = Artifact(
@@ -283,6 +277,12 @@ def index(ctx: Context, units: Artifact, moved: bool = False) -> Artifact:
     if settings(ctx.cfg)["identity"] and not moved:
         identity_node(ctx, units, art)
     return art
+
+
+def encoding(ctx: Context, units: Artifact, model_dir: Path):
+    """The build of one fine-tuned encoder's embeddings of the units (whole documents)."""
+    prefix = ctx.cfg.encoder.doc_prefix or ""
+    return lambda tmp: dense.encode_units(ctx.store.path(units), tmp, loaded(ctx, model_dir), prefix, True)
 
 
 def loaded(ctx: Context, model_dir: Path) -> dense.Encoder:

@@ -28,6 +28,7 @@ import logging
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -51,7 +52,7 @@ log = logging.getLogger(__name__)
 # Versions of this module's builders (harness.env): bump when a change alters what they write.
 # The fine-tuned encoders' index and search (harness.tuned installs itself here when the registry
 # loads the built-in stages: dense never imports it, so the two cannot form a circle).
-TUNED = None
+TUNED: Any = None
 
 
 def tuned():
