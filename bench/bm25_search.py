@@ -25,6 +25,7 @@ def main():
     if a.quick:
         a.rounds, a.depth = 1, 100
     from harness import jvm, passages  # jvm: the JVM on Anserini's jar, before anything reaches for jnius
+    from harness import lucene as lucene_index
     from harness.backends import bm25 as lucene
     from harness.data import views as V
     from harness.data.qrels import write_trec_topics
@@ -33,7 +34,7 @@ def main():
     tmp = Path(tempfile.mkdtemp(prefix="bench-bm25-"))
     ds, name = dataset(tmp, a.quick)
     passages.write_units(passages.units(V.target_texts(ds.corpus, a.view), None), tmp / "units")
-    lucene.build_index(tmp / "units", tmp / "index", a.threads)
+    lucene_index.build_index(tmp / "units", tmp / "index", a.threads)
     topics = V.query_texts(ds.queries, a.view)
     write_trec_topics(topics, tmp / "topics.tsv")
     sc = jvm.autoclass("io.anserini.search.SearchCollection")

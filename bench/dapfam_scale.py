@@ -100,6 +100,7 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
         print("bm25s not installed: no second anchor (pip install -e .[bench])")
         return
     from harness import jvm
+    from harness import lucene as lucene_index
     from harness.backends import bm25 as lucene
     from harness.data.qrels import write_trec_topics
 
@@ -117,7 +118,7 @@ def bm25s_anchor(units_dir: Path, topics: dict, n: int, k1: float, b: float, dep
             rec = json.loads(line)
             ids.append(rec["id"])
             texts.append(rec["contents"])
-    lucene.build_index(sub.parent, tmp / "bm25s-lucene", threads)
+    lucene_index.build_index(sub.parent, tmp / "bm25s-lucene", threads)
     write_trec_topics(topics, tmp / "topics-sub.tsv")
     args = lucene.collection_args(tmp / "bm25s-lucene", tmp / "topics-sub.tsv", tmp / "sub.run", k1, b, depth, threads)
     sc = jvm.autoclass("io.anserini.search.SearchCollection")
@@ -235,6 +236,7 @@ def main():
     if a.quick:
         a.families, a.chars, a.queries, a.query_chars, a.length, a.bm25s_passages = 150, 3000, 10, 600, 128, 500
     from harness import data, jvm, stage  # jvm: the JVM on Anserini's jar, before anything reaches for jnius
+    from harness import lucene as lucene_index
     from harness.backends import bm25 as lucene
     from harness.data import synthetic
     from harness.data import views as V
@@ -284,7 +286,7 @@ def main():
     # Anserini alone on the same input with the same threads: the passages in one file per thread
     split = split_units(store.path(units), tmp / "units-split", a.threads)
     with timer(t, "anserini_index"):
-        lucene.build_index(split, tmp / "anserini-index", a.threads)
+        lucene_index.build_index(split, tmp / "anserini-index", a.threads)
     report(
         "passaging+indexing harness/IndexCollection",
         lm["build_seconds"] / t["anserini_index"],

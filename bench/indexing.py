@@ -20,7 +20,7 @@ def main():
         jvm,  # noqa: F401
         passages,
     )
-    from harness.backends import bm25 as lucene
+    from harness import lucene as lucene_index
     from harness.backends import get
     from harness.experiment import Experiment
     from harness.store import Store
@@ -44,7 +44,7 @@ def main():
             be.index(exp, units)
         split = split_units(store.path(units), tmp / f"split{rep}", a.threads)
         with timer(t, "anserini"):
-            lucene.build_index(split, tmp / f"index-anserini{rep}", a.threads)
+            lucene_index.build_index(split, tmp / f"index-anserini{rep}", a.threads)
     n = store.meta(units)["units"]
     report(
         "passaging+indexing harness/IndexCollection",

@@ -45,8 +45,8 @@ PYPROJECT = REPO / "pyproject.toml"
 # downstream of those kinds re-keys through its parents. tests/test_lock.py checks that every
 # distribution the harness passes to env.version or env.minor is named here.
 KEYING: dict[str, tuple[str, ...]] = {
-    "torch": ("embeddings", "embedding_shard", "unit_run"),
-    "transformers": ("embeddings", "embedding_shard", "unit_run", "units"),
+    "torch": ("embeddings", "embedding_shard", "unit_run", "encoder_model"),
+    "transformers": ("embeddings", "embedding_shard", "unit_run", "units", "encoder_model"),
     "tokenizers": ("units",),
     "faiss-cpu": ("faiss",),
     "faiss-gpu": ("faiss",),
@@ -55,6 +55,7 @@ KEYING: dict[str, tuple[str, ...]] = {
     "pytrec-eval": ("scores",),
     "lightgbm": ("ltr_features", "ltr_identity", "ltr_model", "ltr_run"),
     "pyserini": ("lucene", "lucene_shard", "unit_run"),
+    "sentence-transformers": ("encoder_model",),
 }
 
 # Installed by the venv or by make install itself, never by the lock: the installer and the
