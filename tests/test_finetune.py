@@ -17,7 +17,7 @@ from harness.leakage import Leakage
 from harness.run import execute
 
 TA = ("query_fields=TA", "target_fields=TA")
-FAST = ("finetune=mnrl", "finetune.max_steps=1", "finetune.batch_size=4", "finetune.folds=2")
+FAST = ("finetune=mnrl", "finetune.max_steps=1", "finetune.batch_size=4", "finetune.folds=2", "encoder.max_length=64")
 
 
 def _pos(rows):
@@ -255,8 +255,15 @@ def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_facto
     assert 0 < row["never_shown_queries_ALL"] <= row["queries_ALL"]
     for k in ("finetune_all_tuned_gain_ALL", "finetune_all_moved_gain_ALL", "never_shown_nDCG@100/ALL"):
         assert isinstance(row[k], float)
-    plain = execute(
-        cfg_factory("+experiment=doc_dense", *TA, "dataset=local", f"dataset.path={tiny_folder}", tiny=False)
+    plain = execute(  # the identity check's base encoder: its embeddings reused
+        cfg_factory(
+            "+experiment=doc_dense",
+            *TA,
+            "dataset=local",
+            f"dataset.path={tiny_folder}",
+            "encoder.max_length=64",
+            tiny=False,
+        )
     )
     assert plain["run_file"] != row["run_file"] and "finetune_train" not in plain
     # python -m harness.never_shown --like reads the shown documents off the row's lineage: the same view
