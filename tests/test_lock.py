@@ -79,7 +79,13 @@ def test_diff_names_moved_packages_and_rekeyed_kinds():
     new = {"transformers": "5.25.0", "faiss-cpu": "1.15.1", "attrs": "2.0", "tokenizers": "0.23.4"}
     moved, kinds = lock.diff(old, new)
     assert moved == ["attrs 1.0 -> 2.0", "tokenizers 0.23.3 -> 0.23.4", "transformers 5.24.0 -> 5.25.0"]
-    assert kinds == ["embedding_shard", "embeddings", "encoder_model", "unit_run", "units"]  # a tokenizers patch keys nothing
+    assert kinds == [
+        "embedding_shard",
+        "embeddings",
+        "encoder_model",
+        "unit_run",
+        "units",
+    ]  # a tokenizers patch keys nothing
     assert lock.diff(old, old) == ([], [])
 
 
