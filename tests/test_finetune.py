@@ -278,6 +278,7 @@ def test_a_cross_fitted_run_end_to_end_is_keyed_and_carries_its_checks(cfg_facto
     assert again["run_file"] == row["run_file"] and again["nDCG@100/ALL"] == row["nDCG@100/ALL"]
 
 
+@pytest.mark.slow
 def test_any_row_reads_in_the_never_shown_view_of_a_training_dataset(cfg_factory, tiny_folder, tmp_path, capsys):
     """python -m harness.never_shown: against its own judgments every positive was shown (no query
     left); against a dataset that shares no positive document, the view is the row's own scores."""
