@@ -137,13 +137,15 @@ def never_shown(run: pd.DataFrame, qrels: pd.DataFrame, shown: dict[str, set]) -
     leave the qrels *and* the run. Queries left without a positive leave both."""
     rel = qrels[qrels["relevance"].astype(float) > 0]
     hidden = {(q, d) for q, d in zip(rel["query_id"], rel["doc_id"]) if d in shown.get(q, ())}
-    keep_q = qrels.apply(lambda r: (r["query_id"], r["doc_id"]) not in hidden, axis=1) if len(qrels) else []
-    q2 = qrels[keep_q] if len(qrels) else qrels
+
+    def kept(table: pd.DataFrame) -> pd.DataFrame:
+        return table.loc[
+            [(q, d) not in hidden for q, d in zip(table["query_id"], table["doc_id"])]
+        ]  # (an empty table stays whole)
+
+    q2 = kept(qrels)
     left = set(q2.loc[q2["relevance"].astype(float) > 0, "query_id"])
-    q2 = q2[q2["query_id"].isin(left)]
-    r = run[run["query_id"].isin(left)]
-    r = r[[(q, d) not in hidden for q, d in zip(r["query_id"], r["doc_id"])]]
-    return r, q2
+    return kept(run[run["query_id"].isin(left)]), q2[q2["query_id"].isin(left)]
 
 
 def train(

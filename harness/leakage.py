@@ -142,6 +142,13 @@ def check(result: Audit, what: str, drop: bool = False) -> None:
         )
 
 
+def shown_documents(train: Judged, scored: Judged) -> list[str]:
+    """The scored side's documents that are training positives, by content: what a model trained on
+    ``train`` has seen as relevant (the never-shown view leaves them out)."""
+    seen = {train.document_texts.get(d, "") for d in train.positives["doc_id"].astype(str)} - {""}
+    return sorted(d for d, t in scored.document_texts.items() if t in seen)
+
+
 def judged(ds) -> Judged:
     """A dataset's judgments as the audit reads them: TA texts of queries and documents."""
     pos = ds.positives.rename(columns={S.DOC_ID: "doc_id"})[[S.QUERY_ID, "doc_id"]]

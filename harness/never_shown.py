@@ -22,7 +22,6 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from . import data, leakage, stage, tuned
-from .data import views as V
 from .results import find
 from .runs import read_trec
 from .store import default_results
@@ -52,7 +51,7 @@ def main(argv=None) -> int:
             what = f"the documents {like['tag']}'s encoders were trained on, per query"
         else:
             ds_a = data.load(data.training_config(a.train, cfg.dataset), cfg.root)
-            docs = set(tuned.shown_by(leakage.judged(ds_a), dict(V.target_texts(ds.corpus, "TA"))))
+            docs = set(leakage.shown_documents(leakage.judged(ds_a), leakage.judged(ds)))
             shown = dict.fromkeys(ds.query_ids, docs)
             what = f"{len(docs)} corpus documents that are positives of {a.train}"
     except (OSError, ValueError) as e:

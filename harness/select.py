@@ -386,6 +386,7 @@ def select(
         tables, target, guard_m, fold, cv, base["tag"], seed, train, train_guard, guard_alpha
     )
     cv.pop("picks"), cv.pop("held_out")
+    passed = passing(fold.index, guard_m, base["tag"], guard_alpha) if guard_m else None  # on every query
     by_tag = {r["tag"]: r for r in rows + [base]}
     chosen = by_tag[cv["selected"]]
     return {
@@ -417,10 +418,9 @@ def select(
                 "tag": t,
                 "target_mean": float(target[t].mean()),
                 **({f"{g}_mean": float(m[t].mean()) for g, m in zip(guard_subsets, guard_m)} if guard_m else {}),
-                "passes_guard": bool(ok[t]) if ok is not None else None,
+                "passes_guard": bool(passed[t]) if passed is not None else None,
             }
             for t in target.columns
-            for ok in [passing(fold.index, guard_m, base["tag"], guard_alpha) if guard_m else None]
         ],
     }
 

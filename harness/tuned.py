@@ -13,12 +13,13 @@ judgments (their parts' nodes), its fold, its base encoder and the ``finetune`` 
 embeddings and Faiss index hang below it. One Faiss artifact holds a sub-index per model and
 ``folds.json`` (which queries each model ranks); :func:`harness.backends.dense.search` reads it.
 ``shown.json`` records, per scored query, the documents its model saw as training positives: the
-never-shown view of the final run reads it (:func:`never_shown_columns`).
+never-shown view of the final run reads it (:func:`row_columns`).
 
 With ``finetune.identity=true`` (the default) the identity check for encoders runs beside it
 (kind ``encoder_identity``): the same training with every positive moved to another document of
-the same domain relation (:func:`harness.finetune.moved_positives`). Its gain over the base
-encoder must vanish; the real model's gain is shown on all positives and on the never-shown ones.
+the same domain relation (:func:`harness.finetune.moved_positives`), trained on the same groups.
+Its gain over the base encoder must vanish, and the real model's must show on never-shown
+positives (:func:`identity`).
 Document level only (a passage's judgments are its family's): :func:`harness.config.check` refuses
 passages.
 """
@@ -28,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -50,31 +51,14 @@ MODEL_VERSION = 1
 IDENTITY_VERSION = 2  # 2: the never-shown condition joins the verdict
 _LOADED: dict[str, dense.Encoder] = {}  # fine-tuned encoders loaded in this process, by model folder
 
-DEFAULTS = {  # conf/finetune/mnrl.yaml's values: what encoder.train uses without a finetune= group
-    "loss": "mnrl",
-    "epochs": 1,
-    "batch_size": 16,
-    "learning_rate": 2e-5,
-    "warmup": 0.1,
-    "seed": 0,
-    "negatives": "in_batch",
-    "mine_depth": 30,
-    "out_weight": 1,
-    "max_steps": 0,
-    "dtype": "auto",
-    "folds": 5,
-    "identity": True,
-    "leakage": "refuse",
-    "query_fields": "TA",
-}
-
 
 def settings(cfg) -> dict:
-    """The ``finetune`` group's values (its defaults where the group is not chosen)."""
+    """The ``finetune`` group's values (:class:`FinetuneConf`'s defaults, which are
+    conf/finetune/mnrl.yaml's, where the group is not chosen)."""
     ft = cfg.get("finetune")
     given = OmegaConf.to_container(ft, resolve=True, enum_to_str=True) if ft is not None else {}
     assert isinstance(given, dict)
-    return {**DEFAULTS, **given}
+    return {**asdict(FinetuneConf()), **given}
 
 
 def train_dtype(cfg) -> str:
@@ -153,9 +137,8 @@ def groups(ctx: Context) -> tuple[list[dict], object, Context]:
         else:
             leakage.check(found, f"encoder.train={e.train} ({p['name']})")
         p["audit"] = found
-        seen = {leakage.normalise(ta[1].get(d, "")) for d in p["train"]["doc_id"].astype(str)} - {""}
-        shown = sorted(d for d, t in sd.items() if leakage.normalise(t) in seen)
-        p["shown"] = dict.fromkeys(p["ranks"], shown)
+        trained = t_side if not p["dropped"] else leakage.Judged(t_side.queries, t_side.documents, p["train"])
+        p["shown"] = dict.fromkeys(p["ranks"], leakage.shown_documents(trained, s_side))
     return parts, ds_a, ctx_a
 
 
@@ -227,15 +210,26 @@ def _mined(ctx: Context, ds_a, train: pd.DataFrame, qt: dict, dt: dict, depth: i
     return finetune.mine(q_emb, qids, d_emb, dids, train, depth, seed)
 
 
-def index(ctx: Context, units: Artifact, moved: bool = False) -> Artifact:
+def index(ctx: Context, units: Artifact) -> Artifact:
     """The Faiss artifact of a fine-tuned encoder: one sub-index per model, and which queries each
-    ranks. (Dense.index hands over here when ``encoder.train`` is set.)"""
+    ranks; with ``finetune.identity``, its identity check, whose moved-positive twin trains on the
+    same groups. (Dense.index hands over here when ``encoder.train`` is set.)"""
     e = ctx.cfg.encoder
     if units.params["granularity"] != "document":
         raise ConfigError(
             f"encoder.train={e.train}: fine-tuned encoders run at document level. Fix: granularity=document."
         )
     parts, ds_a, ctx_a = groups(ctx)
+    art = faiss_node(ctx, units, parts, ds_a, ctx_a)
+    if settings(ctx.cfg)["identity"]:
+        identity_node(ctx, units, art, faiss_node(ctx, units, parts, ds_a, ctx_a, moved=True))
+    return art
+
+
+def faiss_node(ctx: Context, units: Artifact, parts: list[dict], ds_a, ctx_a: Context, moved: bool = False) -> Artifact:
+    """One model per group (trained on moved positives for the identity check), its embeddings, and
+    the Faiss artifact that holds a sub-index each."""
+    e = ctx.cfg.encoder
     embs = []
     for p in parts:
         model = model_node(ctx, ctx_a, ds_a, p, moved)
@@ -273,10 +267,7 @@ def index(ctx: Context, units: Artifact, moved: bool = False) -> Artifact:
             },
         }
 
-    art = ctx.ensure(art, build, "Faiss indexes (fine-tuned encoders)")
-    if settings(ctx.cfg)["identity"] and not moved:
-        identity_node(ctx, units, art)
-    return art
+    return ctx.ensure(art, build, "Faiss indexes (fine-tuned encoders)")
 
 
 def encoding(ctx: Context, units: Artifact, model_dir: Path):
@@ -316,14 +307,13 @@ def search(ctx: Context, index: Artifact, topics: dict[str, str], prefix: str, d
 
 
 # ----------------------------------------------------------------------------- the identity check
-def identity_node(ctx: Context, units: Artifact, tuned: Artifact) -> Artifact:
+def identity_node(ctx: Context, units: Artifact, tuned: Artifact, moved: Artifact) -> Artifact:
     """Base, fine-tuned and moved-positive encoders on the same queries: gains on all positives and
     on never-shown ones (module docstring)."""
     base_cfg = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
     with open_dict(base_cfg):
         base_cfg.encoder.train = None
     base = dense.BACKEND.index(ctx.part(base_cfg), units)  # type: ignore[attr-defined]
-    moved = index(ctx, units, moved=True)
     art = Artifact(
         stage.ENCODER_IDENTITY,
         {"query_view": str(settings(ctx.cfg)["query_fields"]), "depth": 100},  # the view it trained on
@@ -354,7 +344,7 @@ def identity(runs: dict[str, pd.DataFrame], ds, shown: dict[str, set], alpha: fl
     significantly above 0: one-sided paired t-test at ``alpha``); (b) the fine-tuned model's gain
     shows where it cannot come from knowing which documents are cited (its ALL gain on never-shown
     positives is above 0). ``failed``: the conditions that did not hold, in words."""
-    from scipy.stats import ttest_rel
+    from scipy.stats import ttest_1samp
 
     out: dict = {"per_query": []}
     for view in ("all", "never_shown"):
@@ -378,7 +368,7 @@ def identity(runs: dict[str, pd.DataFrame], ds, shown: dict[str, set], alpha: fl
             if view == "all" and s == "ALL":
                 d = tables["moved"].reindex(common, fill_value=0) - tables["base"]
                 if len(common) > 1 and d.std() > 1e-9:
-                    p = float(ttest_rel(d, 0 * d, alternative="greater").pvalue)
+                    p = float(ttest_1samp(d, 0.0, alternative="greater").pvalue)
                 else:  # every query moved alike: a gain is as sure as it gets, none is none
                     p = 0.0 if len(common) and d.mean() > 1e-9 else 1.0
                 out["moved_p"] = round(p, 4)
@@ -434,12 +424,6 @@ def row_columns(store, nodes: list[Artifact], run_file: Path, ds) -> dict:
 
 
 # ----------------------------------------------------------------------------- the view of any row
-def shown_by(train: leakage.Judged, docs: dict[str, str]) -> list[str]:
-    """The documents of ``docs`` (id -> text) that are training positives of ``train``, by content."""
-    seen = {train.document_texts.get(d, "") for d in train.positives["doc_id"].astype(str)} - {""}
-    return sorted(d for d, t in docs.items() if leakage.normalise(t) in seen)
-
-
 def never_shown_view(run: pd.DataFrame, ds, shown: dict[str, set], metric: str = "nDCG@100") -> dict:
     """``{subset: (mean, queries)}`` of the never-shown view (:func:`harness.finetune.never_shown`)."""
     out = {}
@@ -453,7 +437,7 @@ def never_shown_view(run: pd.DataFrame, ds, shown: dict[str, set], metric: str =
 @dataclass
 class FinetuneConf:
     """How an encoder is fine-tuned where ``encoder.train`` is set (the ``finetune`` group,
-    conf/finetune/mnrl.yaml; :data:`DEFAULTS` without it)."""
+    conf/finetune/mnrl.yaml; these defaults without it)."""
 
     loss: str = "mnrl"
     epochs: int = 1

@@ -109,6 +109,8 @@ def test_never_shown_drops_shown_positives_from_the_qrels_and_the_run():
     r, q = finetune.never_shown(run, qrels, {"q1": {"d1"}, "q2": {"d1"}})
     assert q.values.tolist() == [["q1", "d2", 1], ["q1", "d9", 0]]  # q2 has nothing left: gone
     assert r[["query_id", "doc_id"]].values.tolist() == [["q1", "d2"], ["q1", "d5"]]  # d1 out of q1's ranking
+    r, q = finetune.never_shown(run, qrels.iloc[:0], {})  # a subset without judgments: empty, columns kept
+    assert r.empty and q.empty and list(q.columns) == list(qrels.columns)
 
 
 @pytest.mark.slow
