@@ -50,7 +50,7 @@ def main(argv=None) -> int:
             shown = {q: set(d) for q, d in json.loads((shown_file(results, like)).read_text()).items()}
             what = f"the documents {like['tag']}'s encoders were trained on, per query"
         else:
-            ds_a = data.load(data.training_config(a.train, cfg.dataset), cfg.root)
+            _, ds_a = data.load_training("--train", a.train, cfg.dataset, cfg.root)
             docs = set(leakage.shown_documents(leakage.judged(ds_a), leakage.judged(ds)))
             shown = dict.fromkeys(ds.query_ids, docs)
             what = f"{len(docs)} corpus documents that are positives of {a.train}"

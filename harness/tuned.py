@@ -108,10 +108,10 @@ def groups(ctx: Context) -> tuple[list[dict], object, Context]:
     else:
         cfg_a = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
         assert isinstance(cfg_a, DictConfig)
+        train_cfg, ds_a = data.load_training("encoder.train", str(e.train), ctx.cfg.dataset, ctx.store.root)
         with open_dict(cfg_a):
             cfg_a.encoder.train = None
-            cfg_a.dataset = data.training_config(str(e.train), ctx.cfg.dataset)
-        ds_a = data.load(cfg_a.dataset, ctx.store.root)
+            cfg_a.dataset = train_cfg
         ctx_a = ctx.on(cfg_a, ds_a)  # type: ignore[attr-defined]
         if ds_a.qrels_digest == ctx.ds.qrels_digest and ds_a.topics_fingerprint == ctx.ds.topics_fingerprint:
             raise ConfigError(

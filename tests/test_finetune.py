@@ -196,6 +196,10 @@ def test_training_on_the_scored_queries_elsewhere_is_refused_and_on_the_same_dat
         plan(half)
     with pytest.raises(ConfigError, match="is the dataset being scored. Fix: encoder.train=crossfit"):
         plan(tiny_folder)
+    from harness.data import DataError
+
+    with pytest.raises(DataError, match=r"^encoder.train=.*missing: no such folder. Fix: a DAPFAM-format folder"):
+        plan(tmp_path / "missing")
 
 
 def test_drop_mode_trains_without_the_overlap_and_counts_it(cfg_factory, tiny_folder, tmp_path):

@@ -497,6 +497,24 @@ def test_training_on_the_scored_dataset_cross_fits_and_on_its_queries_is_refused
         execute(cfg_factory(*args, *here, f"ltr.train={half}", tiny=False))
 
 
+def test_a_training_folder_that_is_not_there_is_named_by_its_key(cfg_factory, tiny_folder, tmp_path):
+    from harness import data
+    from harness.data import DataError
+    from harness.experiment import Experiment
+
+    cfg = cfg_factory(
+        "+experiment=doc_bm25",
+        *TA,
+        "dataset=local",
+        f"dataset.path={tiny_folder}",
+        "ltr=lambdamart",
+        f"ltr.train={tmp_path / 'missing'}",
+        tiny=False,
+    )
+    with pytest.raises(DataError, match=r"^ltr.train=.*missing: no such folder. Fix: a DAPFAM-format folder"):
+        Experiment(cfg, data.load(cfg.dataset, cfg.root), plan=True).scores()
+
+
 def test_a_prior_file_that_is_empty_unreadable_or_without_positives_is_refused(tmp_path):
     empty = tmp_path / "empty.qrels"
     empty.write_text("")

@@ -268,3 +268,18 @@ def training_config(train: str, like) -> DictConfig:
         assert isinstance(merged, DictConfig)
         return merged
     return OmegaConf.create({"type": "local", "path": str(train), **opts})
+
+
+def load_training(key: str, train: str, like, root: str | Path = ".") -> tuple[DictConfig, Dataset]:
+    """A training dataset (``ltr.train``, ``ltr.prior``, ``encoder.train``) and its config, read
+    as :func:`training_config` says; a missing or unreadable folder is named by its key."""
+    if train != "mini" and not Path(train).expanduser().is_dir():
+        raise DataError(
+            f"{key}={train}: no such folder. Fix: a DAPFAM-format folder (queries.parquet, corpus.parquet, "
+            f"qrels_all.parquet), or mini."
+        )
+    cfg = training_config(train, like)
+    try:
+        return cfg, load(cfg, root)
+    except DataError as e:
+        raise DataError(f"{key}={train}: {e}") from e

@@ -59,7 +59,5 @@ def audit_prior(path: str, ctx: Context) -> None:
     folder = Path(path)
     if not (folder.is_dir() and (folder / "queries.parquet").exists() and (folder / "corpus.parquet").exists()):
         return
-    cfg = data.training_config(str(folder), ctx.cfg.dataset)
-    leakage.check(
-        leakage.audit(leakage.judged(data.load(cfg, ctx.store.root)), leakage.judged(ctx.ds)), f"ltr.prior={path}"
-    )
+    _, prior = data.load_training("ltr.prior", str(folder), ctx.cfg.dataset, ctx.store.root)
+    leakage.check(leakage.audit(leakage.judged(prior), leakage.judged(ctx.ds)), f"ltr.prior={path}")

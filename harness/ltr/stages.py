@@ -289,10 +289,10 @@ def transfer_node(ctx: Context, feats: Artifact, params: dict) -> Artifact | Non
     train = str(ctx.cfg.ltr.train)
     cfg_a = OmegaConf.create(OmegaConf.to_container(ctx.cfg, resolve=True))
     assert isinstance(cfg_a, DictConfig)
+    train_cfg, ds_a = data.load_training("ltr.train", train, ctx.cfg.dataset, ctx.store.root)
     with open_dict(cfg_a):
         cfg_a.ltr.train = None
-        cfg_a.dataset = data.training_config(train, ctx.cfg.dataset)
-    ds_a = data.load(cfg_a.dataset, ctx.store.root)
+        cfg_a.dataset = train_cfg
     ctx_a = ctx.on(cfg_a, ds_a)
     if ds_a.qrels_digest == ctx.ds.qrels_digest and ds_a.topics_fingerprint == ctx.ds.topics_fingerprint:
         log.info("ltr.train=%s is the dataset being scored: cross-fitting over its queries instead", train)
